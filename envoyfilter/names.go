@@ -1,0 +1,43 @@
+// Package envoyfilter turns item patches — typed go-control-plane messages —
+// into Istio EnvoyFilter objects, and checks every patch value strictly on
+// the way: the value must survive the trip through Istio's Struct encoding
+// unchanged and pass Envoy's own validation rules.
+//
+// It imports neither items nor pkg; items import it.
+package envoyfilter
+
+// Well-known Envoy filter and extension names. Patches match on these;
+// never spell them inline.
+const (
+	HTTPConnectionManager = "envoy.filters.network.http_connection_manager"
+	Router                = "envoy.filters.http.router"
+	Compressor            = "envoy.filters.http.compressor"
+
+	TracerZipkin        = "envoy.tracers.zipkin"
+	TracerOpenTelemetry = "envoy.tracers.opentelemetry"
+	TracerSkyWalking    = "envoy.tracers.skywalking"
+	TracerDatadog       = "envoy.tracers.datadog"
+
+	// HTTPProtocolOptionsKey is the typed_extension_protocol_options key
+	// of envoy.extensions.upstreams.http.v3.HttpProtocolOptions.
+	HTTPProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+)
+
+// Labels and annotations on every generated EnvoyFilter.
+const (
+	// LabelManagedBy marks objects globalconfig owns; the controller only
+	// ever touches EnvoyFilters carrying it.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "globalconfig"
+	// LabelItem names the document item an EnvoyFilter was built from.
+	LabelItem = "globalconfig.io/item"
+	// AnnotationContentHash is a hash of the spec, so a reader (and the
+	// controller) can tell at a glance whether two specs differ.
+	AnnotationContentHash = "globalconfig.io/content-hash"
+
+	// NamePrefix starts the name of every generated EnvoyFilter.
+	NamePrefix = "globalconfig-"
+)
+
+// ObjectName is the name of the EnvoyFilter generated for item.
+func ObjectName(item string) string { return NamePrefix + item }

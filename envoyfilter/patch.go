@@ -1,0 +1,134 @@
+package envoyfilter
+
+import (
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Patch is one change to a proxy's configuration, in Istio's own shape.
+// Value is a typed go-control-plane message of the type Istio decodes a
+// value of ApplyTo into (see ValueType). The renderer fills in the match's
+// context and proxy version from the item's Target.
+type Patch struct {
+	ApplyTo   networking.EnvoyFilter_ApplyTo
+	Match     *networking.EnvoyFilter_EnvoyConfigObjectMatch
+	Operation networking.EnvoyFilter_Patch_Operation
+	Value     proto.Message
+}
+
+// ValueType returns an empty message of the type Istio decodes the patch
+// value of applyTo into.
+func ValueType(applyTo networking.EnvoyFilter_ApplyTo) (proto.Message, error) {
+	switch applyTo {
+	case networking.EnvoyFilter_LISTENER:
+		return &listenerv3.Listener{}, nil
+	case networking.EnvoyFilter_FILTER_CHAIN:
+		return &listenerv3.FilterChain{}, nil
+	case networking.EnvoyFilter_NETWORK_FILTER:
+		return &listenerv3.Filter{}, nil
+	case networking.EnvoyFilter_HTTP_FILTER:
+		return &hcmv3.HttpFilter{}, nil
+	case networking.EnvoyFilter_ROUTE_CONFIGURATION:
+		return &routev3.RouteConfiguration{}, nil
+	case networking.EnvoyFilter_VIRTUAL_HOST:
+		return &routev3.VirtualHost{}, nil
+	case networking.EnvoyFilter_HTTP_ROUTE:
+		return &routev3.Route{}, nil
+	case networking.EnvoyFilter_CLUSTER:
+		return &clusterv3.Cluster{}, nil
+	case networking.EnvoyFilter_EXTENSION_CONFIG:
+		return &corev3.TypedExtensionConfig{}, nil
+	case networking.EnvoyFilter_LISTENER_FILTER:
+		return &listenerv3.ListenerFilter{}, nil
+	}
+	return nil, fmt.Errorf("patches to %s are not supported", applyTo)
+}
+
+// hcmMatch matches the HTTP connection manager of every listener.
+func hcmMatch(subFilter string) *networking.EnvoyFilter_EnvoyConfigObjectMatch {
+	f := &networking.EnvoyFilter_ListenerMatch_FilterMatch{Name: HTTPConnectionManager}
+	if subFilter != "" {
+		f.SubFilter = &networking.EnvoyFilter_ListenerMatch_SubFilterMatch{Name: subFilter}
+	}
+	return &networking.EnvoyFilter_EnvoyConfigObjectMatch{
+		ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Listener{
+			Listener: &networking.EnvoyFilter_ListenerMatch{
+				FilterChain: &networking.EnvoyFilter_ListenerMatch_FilterChainMatch{Filter: f},
+			},
+		},
+	}
+}
+
+// InsertBeforeRouter inserts the HTTP filter name, configured by cfg,
+// immediately before the router. The router is the one filter every HTTP
+// connection manager has, so the anchor never goes missing.
+func InsertBeforeRouter(name string, cfg proto.Message) (Patch, error) {
+	typed, err := anypb.New(cfg)
+	if err != nil {
+		return Patch{}, fmt.Errorf("pack %s: %w", name, err)
+	}
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_HTTP_FILTER,
+		Match:     hcmMatch(Router),
+		Operation: networking.EnvoyFilter_Patch_INSERT_BEFORE,
+		Value:     &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: typed}},
+	}, nil
+}
+
+// MergeHCM merges the fields set in hcm into every HTTP connection manager.
+func MergeHCM(hcm *hcmv3.HttpConnectionManager) (Patch, error) {
+	typed, err := anypb.New(hcm)
+	if err != nil {
+		return Patch{}, fmt.Errorf("pack http connection manager: %w", err)
+	}
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_NETWORK_FILTER,
+		Match:     hcmMatch(""),
+		Operation: networking.EnvoyFilter_Patch_MERGE,
+		Value:     &listenerv3.Filter{Name: HTTPConnectionManager, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: typed}},
+	}, nil
+}
+
+// MergeRouter merges the fields set in r into the router filter. It never
+// replaces the router, so router settings of other items survive.
+func MergeRouter(r *routerv3.Router) (Patch, error) {
+	typed, err := anypb.New(r)
+	if err != nil {
+		return Patch{}, fmt.Errorf("pack router: %w", err)
+	}
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_HTTP_FILTER,
+		Match:     hcmMatch(Router),
+		Operation: networking.EnvoyFilter_Patch_MERGE,
+		Value:     &hcmv3.HttpFilter{Name: Router, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: typed}},
+	}, nil
+}
+
+// MergeCluster merges c into the cluster named name.
+func MergeCluster(name string, c *clusterv3.Cluster) Patch {
+	return Patch{
+		ApplyTo: networking.EnvoyFilter_CLUSTER,
+		Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{
+			ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Cluster{
+				Cluster: &networking.EnvoyFilter_ClusterMatch{Name: name},
+			},
+		},
+		Operation: networking.EnvoyFilter_Patch_MERGE,
+		Value:     c,
+	}
+}
+
+// OutboundCluster is the name Istio gives the outbound cluster of a
+// service port: outbound|<port>||<fqdn>.
+func OutboundCluster(fqdn string, port uint32) string {
+	return fmt.Sprintf("outbound|%d||%s", port, fqdn)
+}

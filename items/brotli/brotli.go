@@ -1,0 +1,94 @@
+// Package brotli is the `brotli` item: brotli compression of responses with
+// Envoy's compressor filter, beside or instead of gzip.
+package brotli
+
+import (
+	brotliv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/brotli/compressor/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/compression"
+)
+
+// Name is the item's key in the document.
+const Name = "brotli"
+
+// Limits from Envoy's brotli compressor.
+const (
+	MaxQuality                           = 11
+	MinWindowBits, MaxWindowBits         = 10, 24
+	MinInputBlockBits, MaxInputBlockBits = 16, 24
+	MinChunkSize, MaxChunkSize           = 4096, 65536
+)
+
+// Brotli is the `brotli` section.
+type Brotli struct {
+	items.Toggle
+	compression.Response
+	Quality                       uint32      `json:"quality" doc:"Compression quality, 0 (fastest) to 11 (smallest)."`
+	EncoderMode                   EncoderMode `json:"encoderMode" doc:"Hint about the content: DEFAULT, GENERIC, TEXT or FONT."`
+	WindowBits                    uint32      `json:"windowBits" doc:"Base-2 log of the sliding window size, 10 to 24."`
+	InputBlockBits                uint32      `json:"inputBlockBits" doc:"Base-2 log of the input block size, 16 to 24."`
+	ChunkSize                     uint32      `json:"chunkSize" doc:"Size of the output buffer, 4096 to 65536 bytes."`
+	DisableLiteralContextModeling bool        `json:"disableLiteralContextModeling" doc:"Trade a little ratio for faster compression."`
+}
+
+var _ items.Item = (*Brotli)(nil)
+
+// EncoderMode is a brotli encoder mode by Envoy's enum name.
+type EncoderMode string
+
+// Values lists Envoy's names.
+func (EncoderMode) Values() []string { return items.EnumNames(brotliv3.Brotli_EncoderMode_value) }
+
+func init() {
+	items.Register(items.Registration{
+		Name:     Name,
+		Summary:  "brotli compression of responses.",
+		Priority: envoyfilter.PriorityCompression + 1,
+		New:      New,
+	})
+}
+
+// New returns Envoy's brotli defaults with the shared response defaults; a
+// present section is enabled unless it says `enable: false`.
+func New() items.Item {
+	return &Brotli{
+		Toggle:         items.Toggle{Enable: true},
+		Response:       compression.DefaultResponse(),
+		Quality:        3,
+		EncoderMode:    "DEFAULT",
+		WindowBits:     18,
+		InputBlockBits: 24,
+		ChunkSize:      MinChunkSize,
+	}
+}
+
+// Validate implements items.Item.
+func (b *Brotli) Validate() error {
+	var p items.Problems
+	b.Response.Validate(&p)
+	items.CheckRange(&p, "quality", b.Quality, 0, MaxQuality)
+	items.CheckRange(&p, "windowBits", b.WindowBits, MinWindowBits, MaxWindowBits)
+	items.CheckRange(&p, "inputBlockBits", b.InputBlockBits, MinInputBlockBits, MaxInputBlockBits)
+	items.CheckRange(&p, "chunkSize", b.ChunkSize, MinChunkSize, MaxChunkSize)
+	return p.Err()
+}
+
+// Build implements items.Item.
+func (b *Brotli) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+	lib := &brotliv3.Brotli{
+		Quality:                       wrapperspb.UInt32(b.Quality),
+		EncoderMode:                   brotliv3.Brotli_EncoderMode(brotliv3.Brotli_EncoderMode_value[string(b.EncoderMode)]),
+		WindowBits:                    wrapperspb.UInt32(b.WindowBits),
+		InputBlockBits:                wrapperspb.UInt32(b.InputBlockBits),
+		ChunkSize:                     wrapperspb.UInt32(b.ChunkSize),
+		DisableLiteralContextModeling: b.DisableLiteralContextModeling,
+	}
+	p, err := compression.Patch(Name, b.Response, lib)
+	if err != nil {
+		return nil, err
+	}
+	return []envoyfilter.Patch{p}, nil
+}

@@ -1,0 +1,98 @@
+// Package gzip is the `gzip` item: gzip compression of responses with
+// Envoy's compressor filter, in Higress's higress-config shape.
+package gzip
+
+import (
+	gzipv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/gzip/compressor/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/compression"
+)
+
+// Name is the item's key in the document.
+const Name = "gzip"
+
+// Limits from Envoy's gzip compressor (envoy.extensions.compression.gzip.
+// compressor.v3.Gzip). Envoy's chunk size floor of 4096 is tighter than
+// Higress's (> 0), and Envoy's wins: a smaller value is rejected by Envoy.
+const (
+	MinMemoryLevel, MaxMemoryLevel = 1, 9
+	MinWindowBits, MaxWindowBits   = 9, 15
+	MinChunkSize, MaxChunkSize     = 4096, 65536
+)
+
+// Gzip is the `gzip` section.
+type Gzip struct {
+	items.Toggle
+	compression.Response
+	MemoryLevel         uint32   `json:"memoryLevel" doc:"zlib memory level, 1 (least memory) to 9 (fastest)."`
+	WindowBits          uint32   `json:"windowBits" doc:"Base-2 log of the zlib window size, 9 to 15."`
+	ChunkSize           uint32   `json:"chunkSize" doc:"Size of the output buffer, 4096 to 65536 bytes (Envoy's chunk_size)."`
+	CompressionLevel    Level    `json:"compressionLevel" doc:"Envoy gzip compression level."`
+	CompressionStrategy Strategy `json:"compressionStrategy" doc:"zlib compression strategy."`
+}
+
+var _ items.Item = (*Gzip)(nil)
+
+// Level is a gzip compression level by Envoy's enum name.
+type Level string
+
+// Values lists Envoy's names.
+func (Level) Values() []string { return items.EnumNames(gzipv3.Gzip_CompressionLevel_value) }
+
+// Strategy is a zlib strategy by Envoy's enum name.
+type Strategy string
+
+// Values lists Envoy's names.
+func (Strategy) Values() []string { return items.EnumNames(gzipv3.Gzip_CompressionStrategy_value) }
+
+func init() {
+	items.Register(items.Registration{
+		Name:     Name,
+		Summary:  "gzip compression of responses (Higress-compatible).",
+		Priority: envoyfilter.PriorityCompression,
+		New:      New,
+	})
+}
+
+// New returns the defaults, which are Higress's: a present section is
+// enabled unless it says `enable: false`.
+func New() items.Item {
+	return &Gzip{
+		Toggle:              items.Toggle{Enable: true},
+		Response:            compression.DefaultResponse(),
+		MemoryLevel:         5,
+		WindowBits:          12,
+		ChunkSize:           MinChunkSize,
+		CompressionLevel:    "BEST_COMPRESSION",
+		CompressionStrategy: "DEFAULT_STRATEGY",
+	}
+}
+
+// Validate implements items.Item.
+func (g *Gzip) Validate() error {
+	var p items.Problems
+	g.Response.Validate(&p)
+	items.CheckRange(&p, "memoryLevel", g.MemoryLevel, MinMemoryLevel, MaxMemoryLevel)
+	items.CheckRange(&p, "windowBits", g.WindowBits, MinWindowBits, MaxWindowBits)
+	items.CheckRange(&p, "chunkSize", g.ChunkSize, MinChunkSize, MaxChunkSize)
+	return p.Err()
+}
+
+// Build implements items.Item.
+func (g *Gzip) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+	lib := &gzipv3.Gzip{
+		MemoryLevel:         wrapperspb.UInt32(g.MemoryLevel),
+		WindowBits:          wrapperspb.UInt32(g.WindowBits),
+		ChunkSize:           wrapperspb.UInt32(g.ChunkSize),
+		CompressionLevel:    gzipv3.Gzip_CompressionLevel(gzipv3.Gzip_CompressionLevel_value[string(g.CompressionLevel)]),
+		CompressionStrategy: gzipv3.Gzip_CompressionStrategy(gzipv3.Gzip_CompressionStrategy_value[string(g.CompressionStrategy)]),
+	}
+	p, err := compression.Patch(Name, g.Response, lib)
+	if err != nil {
+		return nil, err
+	}
+	return []envoyfilter.Patch{p}, nil
+}

@@ -1,0 +1,81 @@
+// Package compression holds what the gzip, brotli and zstd items share: the
+// response settings of Envoy's compressor filter and the patch that inserts
+// it before the router.
+package compression
+
+import (
+	"fmt"
+	"mime"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Response is the part of a compression item that decides which responses
+// are compressed. Embed it in the item struct; its keys read inline.
+type Response struct {
+	MinContentLength    uint32   `json:"minContentLength" doc:"Smallest response body, in bytes, that is compressed."`
+	ContentType         []string `json:"contentType" doc:"Media types that are compressed; a given list replaces the default one."`
+	DisableOnEtagHeader bool     `json:"disableOnEtagHeader" doc:"Leave responses with an ETag header uncompressed."`
+}
+
+// DefaultMinContentLength is Higress's default: smaller bodies gain too
+// little to be worth the CPU.
+const DefaultMinContentLength = 1024
+
+// DefaultResponse is Higress's gzip default: the text formats browsers and
+// APIs send most.
+func DefaultResponse() Response {
+	return Response{
+		MinContentLength: DefaultMinContentLength,
+		ContentType: []string{
+			"text/html", "text/css", "text/plain", "text/xml",
+			"application/json", "application/javascript", "application/xhtml+xml", "image/svg+xml",
+		},
+		DisableOnEtagHeader: true,
+	}
+}
+
+// Validate records the problems of r.
+func (r Response) Validate(p *items.Problems) {
+	if len(r.ContentType) == 0 {
+		p.Addf("contentType", "must list at least one media type")
+	}
+	for i, ct := range r.ContentType {
+		path := fmt.Sprintf("contentType[%d]", i)
+		mt, params, err := mime.ParseMediaType(ct)
+		switch {
+		case err != nil:
+			p.Addf(path, "must be a media type such as \"text/html\", got %q", ct)
+		case len(params) > 0 || mt != ct:
+			p.Addf(path, "must be a bare lower-case media type without parameters, such as %q, got %q", mt, ct)
+		}
+	}
+}
+
+// Patch builds the compressor filter for library (named name, configured by
+// lib) and inserts it before the router. Only responses are compressed:
+// the request direction is left unset, which Envoy treats as off.
+func Patch(name string, r Response, lib proto.Message) (envoyfilter.Patch, error) {
+	typedLib, err := anypb.New(lib)
+	if err != nil {
+		return envoyfilter.Patch{}, fmt.Errorf("pack %s library: %w", name, err)
+	}
+	c := &compressorv3.Compressor{
+		ResponseDirectionConfig: &compressorv3.Compressor_ResponseDirectionConfig{
+			CommonConfig: &compressorv3.Compressor_CommonDirectionConfig{
+				MinContentLength: wrapperspb.UInt32(r.MinContentLength),
+				ContentType:      r.ContentType,
+			},
+			DisableOnEtagHeader: r.DisableOnEtagHeader,
+		},
+		CompressorLibrary: &corev3.TypedExtensionConfig{Name: name, TypedConfig: typedLib},
+	}
+	return envoyfilter.InsertBeforeRouter(envoyfilter.Compressor+"."+name, c)
+}

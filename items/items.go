@@ -1,0 +1,101 @@
+// Package items is the registry of global-document items and the contract
+// each item implements.
+//
+// An item is one top-level key of the global document ("tracing", "gzip").
+// Each lives in its own package under items/, registers itself from init()
+// and is linked into the binary by a blank import in items/all.
+package items
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+)
+
+// Item is the decoded section of one item. The document decoder fills the
+// value returned by the item's Factory, so the struct's json tags are the
+// document's key names and its pre-filled values are the defaults.
+//
+// Items are pure: Validate and Build do no I/O, read no clock and return the
+// same output for the same input.
+type Item interface {
+	// Enabled reports whether the item generates anything. A disabled item
+	// is still validated.
+	Enabled() bool
+	// Validate returns every problem of the section, each a
+	// *fielderr.Error with a path relative to the section, joined.
+	Validate() error
+	// Build returns the patches that put the section into effect at t.
+	// It is only called on a valid, enabled item.
+	Build(t envoyfilter.Target) ([]envoyfilter.Patch, error)
+}
+
+// Factory returns a fresh item pre-filled with its defaults.
+type Factory func() Item
+
+// Registration describes one item to the registry.
+type Registration struct {
+	// Name is the item's top-level key in the document.
+	Name string
+	// Summary is one line for `globalconfig items` and the JSON Schema.
+	Summary string
+	// Priority orders the item's EnvoyFilter among the others; pick it from
+	// the table in envoyfilter/priority.go.
+	Priority int32
+	// New returns a fresh item with defaults.
+	New Factory
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Registration{}
+)
+
+// Register adds an item. It is meant to be called from init(); an empty
+// name, a missing factory or a name registered twice panics, because each
+// is a programming error that must not reach a running controller.
+func Register(r Registration) {
+	if r.Name == "" {
+		panic("items: Register with an empty name")
+	}
+	if r.New == nil {
+		panic(fmt.Sprintf("items: Register %q without a factory", r.Name))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[r.Name]; dup {
+		panic(fmt.Sprintf("items: %q registered twice", r.Name))
+	}
+	registry[r.Name] = r
+}
+
+// Lookup returns the registration of name.
+func Lookup(name string) (Registration, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	r, ok := registry[name]
+	return r, ok
+}
+
+// All returns every registration, sorted by name.
+func All() []Registration {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]Registration, 0, len(registry))
+	for _, r := range registry {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Toggle is the `enable` key every item has. Embed it in the item struct;
+// the factory sets the item's default.
+type Toggle struct {
+	Enable bool `json:"enable" doc:"Whether the item generates its EnvoyFilter."`
+}
+
+// Enabled implements Item.
+func (t Toggle) Enabled() bool { return t.Enable }

@@ -1,0 +1,373 @@
+// Package tracing is the `tracing` item: the HTTP connection manager's
+// tracing provider, sampling and custom tags, in Higress's higress-config
+// shape, with zipkin, opentelemetry (gRPC or HTTP), skywalking and datadog
+// backends.
+package tracing
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	tagsv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"golang.org/x/net/http/httpguts"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Name is the item's key in the document.
+const Name = "tracing"
+
+// Defaults and limits.
+const (
+	// DefaultSampling is Higress's: trace every request.
+	DefaultSampling = 100.0
+	// DefaultTimeout is Higress's collector timeout.
+	DefaultTimeout = 500 * time.Millisecond
+	// DefaultZipkinPath is the Zipkin v2 JSON span endpoint.
+	DefaultZipkinPath = "/api/v2/spans"
+	// DefaultOTLPHTTPPath is the OTLP/HTTP trace endpoint.
+	DefaultOTLPHTTPPath = "/v1/traces"
+	// DatadogDefaultServiceName is used when serviceName is empty, because
+	// Envoy requires a service name for Datadog.
+	DatadogDefaultServiceName = "envoy"
+)
+
+// Tracing is the `tracing` section.
+type Tracing struct {
+	items.Toggle
+	Sampling      float64              `json:"sampling" doc:"Percentage of requests traced, 0 to 100, kept at full precision (0.01 stays 0.01)."`
+	Timeout       items.Millis         `json:"timeout" doc:"Collector request timeout; a bare integer is milliseconds (Higress), or a duration such as \"2s\"."`
+	ServiceName   string               `json:"serviceName" doc:"Service name reported to the backend (opentelemetry, skywalking, datadog)."`
+	CustomTags    map[string]CustomTag `json:"customTags" doc:"Tags added to every span, by tag name."`
+	Zipkin        *Zipkin              `json:"zipkin" doc:"Send spans to a Zipkin collector (HTTP JSON v2)."`
+	Skywalking    *Skywalking          `json:"skywalking" doc:"Send spans to a SkyWalking OAP server (gRPC)."`
+	OpenTelemetry *OpenTelemetry       `json:"opentelemetry" doc:"Send spans to an OpenTelemetry collector (OTLP over gRPC or HTTP)."`
+	Datadog       *Datadog             `json:"datadog" doc:"Send spans to a Datadog agent."`
+}
+
+var _ items.Item = (*Tracing)(nil)
+
+// Backend is where spans go: a service of the mesh and its port. The
+// collector cluster is Istio's outbound cluster of that port.
+type Backend struct {
+	Service string     `json:"service" doc:"Fully qualified host of the collector service, e.g. zipkin.istio-system.svc.cluster.local."`
+	Port    items.Port `json:"port" doc:"Collector port (a number, or a string as Higress writes it)."`
+}
+
+// Zipkin is the zipkin backend.
+type Zipkin struct {
+	Backend
+	Path string `json:"path" doc:"Span endpoint path (default /api/v2/spans)."`
+}
+
+// Skywalking is the skywalking backend.
+type Skywalking struct {
+	Backend
+	AccessToken string `json:"access_token" doc:"Token sent to the OAP server. A secret: never logged; it does appear in the generated EnvoyFilter."`
+}
+
+// OpenTelemetry is the opentelemetry backend.
+type OpenTelemetry struct {
+	Backend
+	Protocol Protocol `json:"protocol" doc:"OTLP transport: grpc (default) or http."`
+	Path     string   `json:"path" doc:"OTLP/HTTP endpoint path (default /v1/traces); only for protocol http."`
+}
+
+// Datadog is the datadog backend.
+type Datadog struct {
+	Backend
+}
+
+// Protocol is the OTLP transport.
+type Protocol string
+
+// Values lists the transports.
+func (Protocol) Values() []string { return []string{"grpc", "http"} }
+
+// CustomTag is one span tag: exactly one of literal, header or environment.
+type CustomTag struct {
+	Literal     string `json:"literal" doc:"A fixed value."`
+	Header      string `json:"header" doc:"The value of this request header."`
+	Environment string `json:"environment" doc:"The value of this environment variable of the proxy."`
+	Default     string `json:"default" doc:"Value when the header or variable is absent."`
+}
+
+func init() {
+	items.Register(items.Registration{
+		Name:     Name,
+		Summary:  "Distributed tracing: provider, sampling and custom tags (Higress-compatible).",
+		Priority: envoyfilter.PriorityObservability,
+		New:      New,
+	})
+}
+
+// New returns Higress's defaults: tracing off until `enable: true`.
+func New() items.Item {
+	return &Tracing{
+		Sampling: DefaultSampling,
+		Timeout:  items.Millis{Duration: DefaultTimeout},
+	}
+}
+
+// backends lists the configured backends by key.
+func (t *Tracing) backends() map[string]*Backend {
+	out := map[string]*Backend{}
+	if t.Zipkin != nil {
+		out["zipkin"] = &t.Zipkin.Backend
+	}
+	if t.Skywalking != nil {
+		out["skywalking"] = &t.Skywalking.Backend
+	}
+	if t.OpenTelemetry != nil {
+		out["opentelemetry"] = &t.OpenTelemetry.Backend
+	}
+	if t.Datadog != nil {
+		out["datadog"] = &t.Datadog.Backend
+	}
+	return out
+}
+
+// Validate implements items.Item. Backend settings are only required when
+// tracing is enabled; values that are given are always checked.
+func (t *Tracing) Validate() error {
+	var p items.Problems
+	items.CheckRange(&p, "sampling", t.Sampling, 0, 100)
+	if t.Timeout.Duration <= 0 {
+		p.Addf("timeout", "must be greater than 0")
+	}
+	backends := t.backends()
+	names := make([]string, 0, len(backends))
+	for name := range backends {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if t.Enable && len(backends) != 1 {
+		if len(backends) == 0 {
+			p.Addf("", "enabled tracing needs one backend: zipkin, skywalking, opentelemetry or datadog")
+		} else {
+			p.Addf("", "enabled tracing needs exactly one backend, got %s", strings.Join(names, ", "))
+		}
+	}
+	for _, name := range names {
+		b := backends[name]
+		if b.Service == "" {
+			if t.Enable {
+				p.Addf(name+".service", "is required")
+			}
+		} else {
+			for _, msg := range validation.IsDNS1123Subdomain(b.Service) {
+				p.Addf(name+".service", "must be a service host name: %s", msg)
+			}
+		}
+		if b.Port == 0 && t.Enable {
+			p.Addf(name+".port", "is required")
+		}
+	}
+	if t.Zipkin != nil {
+		checkPath(&p, "zipkin.path", t.Zipkin.Path)
+	}
+	if o := t.OpenTelemetry; o != nil {
+		checkPath(&p, "opentelemetry.path", o.Path)
+		if o.Path != "" && o.Protocol != "http" {
+			p.Addf("opentelemetry.path", "only applies to protocol http")
+		}
+	}
+	tags := make([]string, 0, len(t.CustomTags))
+	for tag := range t.CustomTags {
+		tags = append(tags, tag)
+	}
+	sort.Strings(tags)
+	for _, tag := range tags {
+		t.CustomTags[tag].validate(&p, "customTags."+tag)
+	}
+	return p.Err()
+}
+
+func checkPath(p *items.Problems, path, v string) {
+	if v == "" {
+		return
+	}
+	if u, err := url.Parse(v); err != nil || !strings.HasPrefix(v, "/") || u.Path != v {
+		p.Addf(path, "must be a URL path starting with \"/\", got %q", v)
+	}
+}
+
+func (c CustomTag) validate(p *items.Problems, path string) {
+	set := 0
+	for _, v := range []string{c.Literal, c.Header, c.Environment} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 1 {
+		p.Addf(path, "needs exactly one of literal, header or environment")
+	}
+	if c.Header != "" && !httpguts.ValidHeaderFieldName(c.Header) {
+		p.Addf(path+".header", "must be a valid HTTP header name, got %q", c.Header)
+	}
+	if c.Literal != "" && c.Default != "" {
+		p.Addf(path+".default", "only applies to header and environment tags")
+	}
+}
+
+// Build implements items.Item.
+func (t *Tracing) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+	provider, cluster, grpc, err := t.provider()
+	if err != nil {
+		return nil, err
+	}
+	hcm, err := envoyfilter.MergeHCM(&hcmv3.HttpConnectionManager{
+		Tracing: &hcmv3.HttpConnectionManager_Tracing{
+			RandomSampling: &typev3.Percent{Value: t.Sampling},
+			Provider:       provider,
+			CustomTags:     t.customTags(),
+			// The current way to give upstream requests their own span;
+			// the router's start_child_span is deprecated.
+			SpawnUpstreamSpan: wrapperspb.Bool(true),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	patches := []envoyfilter.Patch{hcm}
+	if grpc {
+		// Envoy's gRPC client needs HTTP/2 to the collector even when the
+		// service port's name doesn't tell Istio so.
+		opts, err := anypb.New(&httpv3.HttpProtocolOptions{
+			UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+				ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+					ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+						Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+					},
+				},
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pack http protocol options: %w", err)
+		}
+		patches = append(patches, envoyfilter.MergeCluster(cluster, &clusterv3.Cluster{
+			TypedExtensionProtocolOptions: map[string]*anypb.Any{envoyfilter.HTTPProtocolOptionsKey: opts},
+		}))
+	}
+	return patches, nil
+}
+
+// provider builds the tracer config of the one backend. It returns the
+// collector cluster and whether the backend speaks gRPC.
+func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
+	var (
+		name string
+		cfg  proto.Message
+		b    Backend
+		grpc bool
+	)
+	timeout := durationpb.New(t.Timeout.Duration)
+	switch {
+	case t.Zipkin != nil:
+		b = t.Zipkin.Backend
+		name = envoyfilter.TracerZipkin
+		cfg = &tracev3.ZipkinConfig{
+			CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON,
+			CollectorService:         httpService(b, orDefault(t.Zipkin.Path, DefaultZipkinPath), timeout),
+		}
+	case t.Skywalking != nil:
+		b, grpc = t.Skywalking.Backend, true
+		name = envoyfilter.TracerSkyWalking
+		client := &tracev3.ClientConfig{ServiceName: t.ServiceName}
+		if t.Skywalking.AccessToken != "" {
+			client.BackendTokenSpecifier = &tracev3.ClientConfig_BackendToken{BackendToken: t.Skywalking.AccessToken}
+		}
+		cfg = &tracev3.SkyWalkingConfig{GrpcService: grpcService(b, timeout), ClientConfig: client}
+	case t.OpenTelemetry != nil:
+		b = t.OpenTelemetry.Backend
+		name = envoyfilter.TracerOpenTelemetry
+		otel := &tracev3.OpenTelemetryConfig{ServiceName: t.ServiceName}
+		if t.OpenTelemetry.Protocol == "http" {
+			otel.HttpService = httpService(b, orDefault(t.OpenTelemetry.Path, DefaultOTLPHTTPPath), timeout)
+		} else {
+			grpc = true
+			otel.GrpcService = grpcService(b, timeout)
+		}
+		cfg = otel
+	case t.Datadog != nil:
+		b = t.Datadog.Backend
+		name = envoyfilter.TracerDatadog
+		cfg = &tracev3.DatadogConfig{
+			CollectorCluster:  envoyfilter.OutboundCluster(b.Service, uint32(b.Port)),
+			CollectorHostname: b.Service,
+			ServiceName:       orDefault(t.ServiceName, DatadogDefaultServiceName),
+		}
+	default:
+		return nil, "", false, fmt.Errorf("no tracing backend configured")
+	}
+	typed, err := anypb.New(cfg)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("pack %s config: %w", name, err)
+	}
+	provider := &tracev3.Tracing_Http{Name: name, ConfigType: &tracev3.Tracing_Http_TypedConfig{TypedConfig: typed}}
+	return provider, envoyfilter.OutboundCluster(b.Service, uint32(b.Port)), grpc, nil
+}
+
+func httpService(b Backend, path string, timeout *durationpb.Duration) *corev3.HttpService {
+	return &corev3.HttpService{HttpUri: &corev3.HttpUri{
+		Uri:              fmt.Sprintf("http://%s:%d%s", b.Service, b.Port, path),
+		HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: envoyfilter.OutboundCluster(b.Service, uint32(b.Port))},
+		Timeout:          timeout,
+	}}
+}
+
+func grpcService(b Backend, timeout *durationpb.Duration) *corev3.GrpcService {
+	return &corev3.GrpcService{
+		TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{
+			ClusterName: envoyfilter.OutboundCluster(b.Service, uint32(b.Port)),
+			Authority:   b.Service,
+		}},
+		Timeout: timeout,
+	}
+}
+
+// customTags converts the tags, sorted by name for deterministic output.
+func (t *Tracing) customTags() []*tagsv3.CustomTag {
+	names := make([]string, 0, len(t.CustomTags))
+	for n := range t.CustomTags {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []*tagsv3.CustomTag
+	for _, n := range names {
+		c := t.CustomTags[n]
+		tag := &tagsv3.CustomTag{Tag: n}
+		switch {
+		case c.Literal != "":
+			tag.Type = &tagsv3.CustomTag_Literal_{Literal: &tagsv3.CustomTag_Literal{Value: c.Literal}}
+		case c.Header != "":
+			tag.Type = &tagsv3.CustomTag_RequestHeader{RequestHeader: &tagsv3.CustomTag_Header{Name: c.Header, DefaultValue: c.Default}}
+		default:
+			tag.Type = &tagsv3.CustomTag_Environment_{Environment: &tagsv3.CustomTag_Environment{Name: c.Environment, DefaultValue: c.Default}}
+		}
+		out = append(out, tag)
+	}
+	return out
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,143 @@
+package items
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+)
+
+// The document decoder hands scalar nodes to types that implement
+// DecodeScalar(tag, value) with the YAML tag ("!!int", "!!str", …) and the
+// literal text; SchemaTypes names the JSON Schema types they accept.
+
+// Seconds is a duration written as Higress writes it, an integer number of
+// seconds, or as a Go duration string ("90s", "1m30s", "250ms").
+type Seconds struct{ time.Duration }
+
+// Millis is a duration whose bare integers are milliseconds (Higress's
+// tracing timeout), or a Go duration string.
+type Millis struct{ time.Duration }
+
+// DecodeScalar implements the document decoder's scalar hook.
+func (d *Seconds) DecodeScalar(tag, value string) error {
+	v, err := decodeDuration(tag, value, time.Second)
+	d.Duration = v
+	return err
+}
+
+// DecodeScalar implements the document decoder's scalar hook.
+func (d *Millis) DecodeScalar(tag, value string) error {
+	v, err := decodeDuration(tag, value, time.Millisecond)
+	d.Duration = v
+	return err
+}
+
+// SchemaTypes implements the schema hook.
+func (Seconds) SchemaTypes() []string { return []string{"integer", "string"} }
+
+// SchemaTypes implements the schema hook.
+func (Millis) SchemaTypes() []string { return []string{"integer", "string"} }
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Seconds) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Millis) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func decodeDuration(tag, value string, unit time.Duration) (time.Duration, error) {
+	switch tag {
+	case "!!int":
+		n, err := strconv.ParseInt(value, 0, 64)
+		if err != nil || n < 0 || n > int64(maxDuration/unit) {
+			return 0, fmt.Errorf("must be a non-negative number of %s or a duration such as \"90s\", got %s", unitName(unit), value)
+		}
+		return time.Duration(n) * unit, nil
+	case "!!str":
+		d, err := time.ParseDuration(value)
+		if err != nil {
+			return 0, fmt.Errorf("must be a duration such as \"90s\" or \"500ms\", got %q", value)
+		}
+		if d < 0 {
+			return 0, fmt.Errorf("must not be negative, got %q", value)
+		}
+		return d, nil
+	}
+	return 0, fmt.Errorf("expected a number of %s or a duration string, got %s", unitName(unit), DescribeTag(tag))
+}
+
+// maxDuration keeps durations within what protobuf's Duration and Envoy
+// accept comfortably: about 10 years.
+const maxDuration = 10 * 365 * 24 * time.Hour
+
+func unitName(unit time.Duration) string {
+	if unit == time.Millisecond {
+		return "milliseconds"
+	}
+	return "seconds"
+}
+
+// Port is a TCP port, 1–65535. Higress writes ports as strings ("9411"),
+// so both a number and a numeric string are accepted.
+type Port uint32
+
+// DecodeScalar implements the document decoder's scalar hook.
+func (p *Port) DecodeScalar(tag, value string) error {
+	if tag != "!!int" && tag != "!!str" {
+		return fmt.Errorf("expected a port number, got %s", DescribeTag(tag))
+	}
+	n, err := strconv.ParseUint(value, 10, 32)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("must be a port number from 1 to 65535, got %q", value)
+	}
+	*p = Port(n)
+	return nil
+}
+
+// SchemaTypes implements the schema hook.
+func (Port) SchemaTypes() []string { return []string{"integer", "string"} }
+
+// DescribeTag turns a YAML core tag into the word a user knows.
+func DescribeTag(tag string) string {
+	switch tag {
+	case "!!int":
+		return "an integer"
+	case "!!float":
+		return "a number"
+	case "!!str":
+		return "a string"
+	case "!!bool":
+		return "a boolean"
+	case "!!null":
+		return "null"
+	case "!!map":
+		return "a mapping"
+	case "!!seq":
+		return "a list"
+	}
+	return tag
+}
+
+// Problems is where an item's Validate records what is wrong.
+type Problems = fielderr.List
+
+// CheckRange records a problem at path unless lo <= v <= hi.
+func CheckRange[T ~int | ~int32 | ~int64 | ~uint32 | ~uint64 | ~float64](p *Problems, path string, v, lo, hi T) {
+	if v < lo || v > hi {
+		p.Addf(path, "must be between %v and %v, got %v", lo, hi, v)
+	}
+}
+
+// EnumNames returns the names of a protobuf enum's value map, sorted; an
+// item's string enum types return it from Values().
+func EnumNames(m map[string]int32) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,85 @@
+// Package zstd is the `zstd` item: zstd compression of responses with
+// Envoy's compressor filter.
+package zstd
+
+import (
+	zstdv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/zstd/compressor/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/compression"
+)
+
+// Name is the item's key in the document.
+const Name = "zstd"
+
+// Limits: zstd's own level range (Envoy passes the level through), and
+// Envoy's chunk size range.
+const (
+	MinCompressionLevel, MaxCompressionLevel = 1, 22
+	MinChunkSize, MaxChunkSize               = 4096, 65536
+)
+
+// Zstd is the `zstd` section.
+type Zstd struct {
+	items.Toggle
+	compression.Response
+	CompressionLevel uint32   `json:"compressionLevel" doc:"zstd level, 1 (fastest) to 22 (smallest)."`
+	EnableChecksum   bool     `json:"enableChecksum" doc:"Append a checksum to each frame."`
+	Strategy         Strategy `json:"strategy" doc:"zstd strategy by name (DEFAULT lets zstd choose)."`
+	ChunkSize        uint32   `json:"chunkSize" doc:"Size of the output buffer, 4096 to 65536 bytes."`
+}
+
+var _ items.Item = (*Zstd)(nil)
+
+// Strategy is a zstd strategy by Envoy's enum name.
+type Strategy string
+
+// Values lists Envoy's names.
+func (Strategy) Values() []string { return items.EnumNames(zstdv3.Zstd_Strategy_value) }
+
+func init() {
+	items.Register(items.Registration{
+		Name:     Name,
+		Summary:  "zstd compression of responses.",
+		Priority: envoyfilter.PriorityCompression + 2,
+		New:      New,
+	})
+}
+
+// New returns zstd's default level with the shared response defaults; a
+// present section is enabled unless it says `enable: false`.
+func New() items.Item {
+	return &Zstd{
+		Toggle:           items.Toggle{Enable: true},
+		Response:         compression.DefaultResponse(),
+		CompressionLevel: 3,
+		Strategy:         "DEFAULT",
+		ChunkSize:        MinChunkSize,
+	}
+}
+
+// Validate implements items.Item.
+func (z *Zstd) Validate() error {
+	var p items.Problems
+	z.Response.Validate(&p)
+	items.CheckRange(&p, "compressionLevel", z.CompressionLevel, MinCompressionLevel, MaxCompressionLevel)
+	items.CheckRange(&p, "chunkSize", z.ChunkSize, MinChunkSize, MaxChunkSize)
+	return p.Err()
+}
+
+// Build implements items.Item.
+func (z *Zstd) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+	lib := &zstdv3.Zstd{
+		CompressionLevel: wrapperspb.UInt32(z.CompressionLevel),
+		EnableChecksum:   z.EnableChecksum,
+		Strategy:         zstdv3.Zstd_Strategy(zstdv3.Zstd_Strategy_value[string(z.Strategy)]),
+		ChunkSize:        wrapperspb.UInt32(z.ChunkSize),
+	}
+	p, err := compression.Patch(Name, z.Response, lib)
+	if err != nil {
+		return nil, err
+	}
+	return []envoyfilter.Patch{p}, nil
+}

@@ -1,0 +1,244 @@
+// Package cli implements the globalconfig command line: render, validate,
+// items, schema and version. cmd/globalconfig only wires it to the process.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+)
+
+// Exit codes, as the README documents them.
+const (
+	ExitOK      = 0 // success; for validate: the document is valid
+	ExitInvalid = 1 // the document is invalid; every problem is on stderr
+	ExitUsage   = 2 // unknown command or flag, or a missing argument
+	ExitIO      = 3 // the input could not be read or the output written
+)
+
+// Version is set at build time with -ldflags "-X …/pkg/cli.Version=v1.2.3".
+var Version = ""
+
+// Env is what a command may touch: its arguments and standard streams.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+const usage = `globalconfig turns the global Istio document into EnvoyFilters.
+
+Usage:
+  globalconfig render   -f FILE   print the EnvoyFilters as a YAML stream
+  globalconfig validate -f FILE   check the document; problems go to stderr
+  globalconfig items              list the items with their defaults
+  globalconfig schema             print the JSON Schema of the document
+  globalconfig version            print the version
+
+FILE is a ConfigMap manifest (data key config.yaml) or the bare document;
+"-" reads standard input.
+
+Exit codes: 0 ok, 1 invalid document, 2 usage error, 3 input/output error.
+`
+
+// Commands that other packages (the controller) add to the CLI.
+var extra = map[string]func(args []string, env Env) int{}
+
+// Register adds a subcommand; it is meant for init() of the package that
+// implements it.
+func Register(name string, run func(args []string, env Env) int) {
+	if _, dup := extra[name]; dup || name == "" {
+		panic(fmt.Sprintf("cli: command %q registered twice or empty", name))
+	}
+	extra[name] = run
+}
+
+// Main runs the command line args (without the program name) and returns
+// the exit code.
+func Main(args []string, env Env) int {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "render":
+		return render(args[1:], env)
+	case "validate":
+		return validate(args[1:], env)
+	case "items":
+		return listItems(args[1:], env)
+	case "schema":
+		return schema(args[1:], env)
+	case "version":
+		fmt.Fprintln(env.Stdout, version())
+		return ExitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(env.Stdout, usage)
+		return ExitOK
+	}
+	if run, ok := extra[args[0]]; ok {
+		return run(args[1:], env)
+	}
+	fmt.Fprintf(env.Stderr, "globalconfig: unknown command %q\n\n%s", args[0], usage)
+	return ExitUsage
+}
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// fileFlag parses `-f FILE` for render and validate.
+func fileFlag(name string, args []string, env Env) (string, bool) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	file := fs.String("f", "", `document file: a ConfigMap manifest or the bare document ("-" for stdin)`)
+	if err := fs.Parse(args); err != nil {
+		return "", false
+	}
+	if *file == "" || fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "globalconfig %s: exactly one -f FILE is required\n", name)
+		return "", false
+	}
+	return *file, true
+}
+
+func readInput(file string, env Env) ([]byte, error) {
+	if file == "-" {
+		return io.ReadAll(io.LimitReader(env.Stdin, document.MaxSize+1))
+	}
+	return os.ReadFile(file)
+}
+
+// load reads, parses and renders a file. It prints problems itself and
+// returns the exit code to use when it fails.
+func load(file string, env Env) (*document.Document, []*envoyfilter.Object, int) {
+	data, err := readInput(file, env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig: %v\n", err)
+		return nil, nil, ExitIO
+	}
+	doc, err := document.ParseFile(data)
+	if err == nil {
+		var objs []*envoyfilter.Object
+		if objs, err = manager.Desired(doc); err == nil {
+			return doc, objs, ExitOK
+		}
+	}
+	printProblems(file, err, env.Stderr)
+	return nil, nil, ExitInvalid
+}
+
+// printProblems writes one line per problem: FILE:LINE: path: message.
+func printProblems(file string, err error, w io.Writer) {
+	name := file
+	if file == "-" {
+		name = "<stdin>"
+	}
+	var de *document.Error
+	problems := fielderr.Flatten(err)
+	if errors.As(err, &de) {
+		problems = de.Problems
+	}
+	for _, p := range problems {
+		loc := name
+		if p.Line > 0 {
+			loc = fmt.Sprintf("%s:%d", name, p.Line)
+		}
+		fmt.Fprintf(w, "%s: %s\n", loc, p.Error())
+	}
+}
+
+func render(args []string, env Env) int {
+	file, ok := fileFlag("render", args, env)
+	if !ok {
+		return ExitUsage
+	}
+	_, objs, code := load(file, env)
+	if code != ExitOK {
+		return code
+	}
+	out, err := manager.YAML(objs)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig render: %v\n", err)
+		return ExitInvalid
+	}
+	if _, err := env.Stdout.Write(out); err != nil {
+		return ExitIO
+	}
+	return ExitOK
+}
+
+func validate(args []string, env Env) int {
+	file, ok := fileFlag("validate", args, env)
+	if !ok {
+		return ExitUsage
+	}
+	doc, objs, code := load(file, env)
+	if code != ExitOK {
+		return code
+	}
+	names := make([]string, 0, len(objs))
+	for _, o := range objs {
+		names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
+	}
+	fmt.Fprintf(env.Stdout, "valid: %d items, %d EnvoyFilters", len(doc.Sections), len(names))
+	if len(names) > 0 {
+		fmt.Fprintf(env.Stdout, " (%s)", strings.Join(names, ", "))
+	}
+	fmt.Fprintln(env.Stdout)
+	return ExitOK
+}
+
+func listItems(args []string, env Env) int {
+	if len(args) > 0 {
+		fmt.Fprintln(env.Stderr, "globalconfig items: takes no arguments")
+		return ExitUsage
+	}
+	for i, r := range items.All() {
+		defaults, err := yaml.Marshal(r.New())
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "globalconfig items: %s: %v\n", r.Name, err)
+			return ExitIO
+		}
+		if i > 0 {
+			fmt.Fprintln(env.Stdout)
+		}
+		fmt.Fprintf(env.Stdout, "# %s — %s\n%s:\n", r.Name, r.Summary, r.Name)
+		for _, line := range strings.Split(strings.TrimRight(string(defaults), "\n"), "\n") {
+			fmt.Fprintf(env.Stdout, "  %s\n", line)
+		}
+	}
+	return ExitOK
+}
+
+func schema(args []string, env Env) int {
+	if len(args) > 0 {
+		fmt.Fprintln(env.Stderr, "globalconfig schema: takes no arguments")
+		return ExitUsage
+	}
+	b, err := json.MarshalIndent(document.JSONSchema(), "", "  ")
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig schema: %v\n", err)
+		return ExitIO
+	}
+	fmt.Fprintf(env.Stdout, "%s\n", b)
+	return ExitOK
+}

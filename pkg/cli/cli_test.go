@@ -1,0 +1,155 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/cli"
+	"github.com/globalconfig/globalconfig/pkg/document"
+)
+
+func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli.Main(args, cli.Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+const example = "../../deploy/examples/global-config.yaml"
+
+func TestRenderExample(t *testing.T) {
+	code, out, errs := run(t, "", "render", "-f", example)
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	docs := strings.Split(out, "\n---\n")
+	if len(docs) != 4 {
+		t.Fatalf("%d objects rendered, want 4 (tracing, gzip, brotli, zstd)", len(docs))
+	}
+	for _, d := range docs {
+		var obj envoyfilter.Object
+		if err := yaml.UnmarshalStrict([]byte(d), &obj); err != nil {
+			t.Fatalf("rendered object does not read back: %v\n%s", err, d)
+		}
+		if obj.Kind != "EnvoyFilter" || obj.Metadata.Labels[envoyfilter.LabelManagedBy] != "globalconfig" || len(obj.Spec.GetConfigPatches()) == 0 {
+			t.Errorf("unexpected object %+v", obj.Metadata)
+		}
+	}
+}
+
+func TestRenderFromStdinMatchesFile(t *testing.T) {
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fromFile, _ := run(t, "", "render", "-f", example)
+	code, fromStdin, _ := run(t, string(data), "render", "-f", "-")
+	if code != cli.ExitOK || fromFile != fromStdin {
+		t.Errorf("stdin render differs from file render (exit %d)", code)
+	}
+}
+
+func TestValidateExitCodesAndMessages(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name, src string
+		code      int
+		stderr    string
+	}{
+		{"misspelled.yaml", "gzip: {}\ngizp: {}\n", cli.ExitInvalid, `misspelled.yaml:2: gizp: unknown item; did you mean "gzip"?` + "\n"},
+		{"range.yaml", "gzip:\n  chunkSize: 1\n", cli.ExitInvalid, "range.yaml:2: gzip.chunkSize: must be between 4096 and 65536, got 1\n"},
+		{"type.yaml", "gzip:\n  enable: 1\n", cli.ExitInvalid, "type.yaml:2: gzip.enable: expected true or false, got an integer\n"},
+		{"ok.yaml", "gzip: {}\n", cli.ExitOK, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := write(c.name, c.src)
+			code, out, errs := run(t, "", "validate", "-f", p)
+			if code != c.code {
+				t.Errorf("exit %d, want %d", code, c.code)
+			}
+			if got := strings.TrimPrefix(errs, dir+string(filepath.Separator)); got != c.stderr {
+				t.Errorf("stderr %q, want %q", got, c.stderr)
+			}
+			if c.code == cli.ExitOK && !strings.HasPrefix(out, "valid: 1 items, 1 EnvoyFilters") {
+				t.Errorf("stdout %q", out)
+			}
+		})
+	}
+}
+
+func TestUsageAndIOErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"nope"}, {"render"}, {"validate", "-f", "a", "b"}, {"render", "-x"}, {"items", "x"}} {
+		if code, _, _ := run(t, "", args...); code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, cli.ExitUsage)
+		}
+	}
+	if code, _, errs := run(t, "", "validate", "-f", filepath.Join(t.TempDir(), "missing.yaml")); code != cli.ExitIO || !strings.Contains(errs, "no such file") {
+		t.Errorf("missing file: exit %d, %q", code, errs)
+	}
+}
+
+func TestItemsListsDefaults(t *testing.T) {
+	code, out, _ := run(t, "", "items")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"# gzip — ", "  chunkSize: 4096", "  compressionLevel: BEST_COMPRESSION", "# tracing — ", "  timeout: 500ms", "# brotli", "# zstd"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("items output lacks %q:\n%s", want, out)
+		}
+	}
+	// The listing is itself a valid document.
+	if _, err := document.Parse([]byte(out)); err != nil {
+		t.Errorf("items output is not a valid document: %v", err)
+	}
+}
+
+func TestSchema(t *testing.T) {
+	code, out, _ := run(t, "", "schema")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var s document.Schema
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.AdditionalProperties != false {
+		t.Error("document schema allows unknown items")
+	}
+	gz := s.Properties["gzip"]
+	if gz == nil || gz.Properties["chunkSize"] == nil || string(gz.Properties["chunkSize"].Default) != "4096" || gz.AdditionalProperties != false {
+		t.Fatalf("gzip schema: %+v", gz)
+	}
+	if lv := gz.Properties["compressionLevel"]; len(lv.Enum) == 0 {
+		t.Error("compressionLevel has no enum")
+	}
+	if port := s.Properties["tracing"].Properties["zipkin"].Properties["port"]; strings.Join(port.Type, ",") != "integer,string" {
+		t.Errorf("port types %v", port.Type)
+	}
+	if s.Properties["gzip"].Properties["target"] == nil || s.Properties["target"] == nil {
+		t.Error("target missing from schema")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run(t, "", "version")
+	if code != cli.ExitOK || strings.TrimSpace(out) == "" {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+}

@@ -1,0 +1,342 @@
+package document
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// scalarDecoder is implemented by value types that read one YAML scalar
+// themselves (durations, ports). tag is the resolved YAML tag ("!!int").
+type scalarDecoder interface {
+	DecodeScalar(tag, value string) error
+}
+
+// enumerated is implemented by string types with a fixed set of values.
+type enumerated interface {
+	Values() []string
+}
+
+var (
+	scalarDecoderType = reflect.TypeFor[scalarDecoder]()
+	enumeratedType    = reflect.TypeFor[enumerated]()
+)
+
+// decoder walks a YAML node tree into Go values by their json tags,
+// collecting every problem instead of stopping at the first, and
+// remembering the line of every path it visits.
+type decoder struct {
+	errs  []*fielderr.Error
+	lines map[string]int
+	// failed holds the paths that did not decode; they keep their
+	// defaults, and validation problems at them would only repeat.
+	failed map[string]bool
+}
+
+func newDecoder() *decoder { return &decoder{lines: map[string]int{}, failed: map[string]bool{}} }
+
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	d.failed[path] = true
+	d.errs = append(d.errs, &fielderr.Error{Path: path, Line: n.Line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// failedAt reports whether path or one of its ancestors failed to decode.
+func (d *decoder) failedAt(path string) bool {
+	for p := path; p != ""; p = parentPath(p) {
+		if d.failed[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// lineOf returns the line of path or of its nearest visited ancestor.
+func (d *decoder) lineOf(path string) int {
+	for p := path; p != ""; p = parentPath(p) {
+		if l, ok := d.lines[p]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+func parentPath(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+// keyPath appends a mapping key to path; keys that would read ambiguously
+// after a dot (label keys such as app.kubernetes.io/name) are bracketed.
+func keyPath(path, key string) string {
+	if key == "" || strings.ContainsAny(key, `./[]" `) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	return fielderr.Join(path, key)
+}
+
+// decode fills v from n. A null node leaves v as it is, so defaults stay.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.AliasNode {
+		d.fail(n, path, "YAML aliases are not supported; write the value out")
+		return
+	}
+	if isNull(n) {
+		return
+	}
+	if v.CanAddr() && v.Addr().Type().Implements(scalarDecoderType) {
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "expected a single value, got %s", describe(n))
+			return
+		}
+		if err := v.Addr().Interface().(scalarDecoder).DecodeScalar(n.ShortTag(), n.Value); err != nil {
+			d.fail(n, path, "%v", err)
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.decode(n, v.Elem(), path)
+	case reflect.Struct:
+		d.decodeStruct(n, v, path, nil)
+	case reflect.Map:
+		d.decodeMap(n, v, path)
+	case reflect.Slice:
+		d.decodeSlice(n, v, path)
+	case reflect.String:
+		d.decodeString(n, v, path)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+			d.fail(n, path, "expected true or false, got %s", describe(n))
+			return
+		}
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			d.fail(n, path, "expected true or false")
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		d.decodeInt(n, v, path)
+	case reflect.Float32, reflect.Float64:
+		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+			d.fail(n, path, "expected a number, got %s", describe(n))
+			return
+		}
+		var f float64
+		if err := n.Decode(&f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.fail(n, path, "expected a finite number, got %s", n.Value)
+			return
+		}
+		v.SetFloat(f)
+	default:
+		// A programming error in an item's struct, not a user error.
+		d.fail(n, path, "internal: field type %s cannot be decoded", v.Type())
+	}
+}
+
+func (d *decoder) decodeString(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		d.fail(n, path, "expected a string, got %s", describe(n))
+		return
+	}
+	if v.Type().Implements(enumeratedType) {
+		allowed := v.Interface().(enumerated).Values()
+		if !slices.Contains(allowed, n.Value) {
+			if s := suggest(n.Value, allowed); s != "" {
+				d.fail(n, path, "unknown value %q; did you mean %q?", n.Value, s)
+			} else {
+				d.fail(n, path, "must be one of %s, got %q", strings.Join(allowed, ", "), n.Value)
+			}
+			return
+		}
+	}
+	v.SetString(n.Value)
+}
+
+func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		d.fail(n, path, "expected an integer, got %s", describe(n))
+		return
+	}
+	var i int64
+	if err := n.Decode(&i); err != nil {
+		d.fail(n, path, "integer %s is out of range", n.Value)
+		return
+	}
+	switch v.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if i < 0 {
+			d.fail(n, path, "must not be negative, got %d", i)
+			return
+		}
+		if v.OverflowUint(uint64(i)) {
+			d.fail(n, path, "must be at most %d, got %d", uint64(1)<<v.Type().Bits()-1, i)
+			return
+		}
+		v.SetUint(uint64(i))
+	default:
+		if v.OverflowInt(i) {
+			d.fail(n, path, "integer %d is out of range", i)
+			return
+		}
+		v.SetInt(i)
+	}
+}
+
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, path, "expected a list, got %s", describe(n))
+		return
+	}
+	// A given list replaces the default one.
+	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, c := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.lines[p] = c.Line
+		d.decode(c, out.Index(i), p)
+	}
+	v.Set(out)
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	if v.Type().Key().Kind() != reflect.String {
+		d.fail(n, path, "internal: map key type %s cannot be decoded", v.Type().Key())
+		return
+	}
+	out := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	d.eachKey(n, path, func(key string, kn, vn *yaml.Node) {
+		p := keyPath(path, key)
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.decode(vn, elem, p)
+		out.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
+	})
+	v.Set(out)
+}
+
+// eachKey calls f for every key of the mapping n, reporting non-string and
+// duplicate keys instead.
+func (d *decoder) eachKey(n *yaml.Node, path string, f func(key string, kn, vn *yaml.Node)) {
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		if kn.Kind != yaml.ScalarNode || kn.ShortTag() == "!!merge" {
+			d.fail(kn, path, "keys must be plain strings; YAML merge keys and complex keys are not supported")
+			continue
+		}
+		p := keyPath(path, kn.Value)
+		if seen[kn.Value] {
+			d.fail(kn, p, "duplicate key")
+			continue
+		}
+		seen[kn.Value] = true
+		d.lines[p] = kn.Line
+		f(kn.Value, kn, vn)
+	}
+}
+
+// field is one decodable struct field.
+type field struct {
+	name  string
+	index []int
+	doc   string
+}
+
+// fieldsOf lists the keys of a struct type by json tag; anonymous embedded
+// structs (items.Toggle) contribute their keys inline.
+func fieldsOf(t reflect.Type) []field {
+	var out []field
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if sf.Anonymous && sf.Type.Kind() == reflect.Struct {
+			for _, f := range fieldsOf(sf.Type) {
+				f.index = append([]int{i}, f.index...)
+				out = append(out, f)
+			}
+			continue
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		out = append(out, field{name: name, index: sf.Index, doc: sf.Tag.Get("doc")})
+	}
+	return out
+}
+
+// decodeStruct fills a struct from a mapping; keys in skip are left for the
+// caller.
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string, skip map[string]bool) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	fields := fieldsOf(v.Type())
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+	}
+	d.eachKey(n, path, func(key string, kn, vn *yaml.Node) {
+		if skip[key] {
+			return
+		}
+		i := slices.Index(names, key)
+		if i < 0 {
+			d.fail(kn, keyPath(path, key), "%s", unknownKey("unknown key", key, names))
+			return
+		}
+		d.decode(vn, v.FieldByIndex(fields[i].index), keyPath(path, key))
+	})
+}
+
+// unknownKey words the error for a key that is not one of known.
+func unknownKey(what, key string, known []string) string {
+	if s := suggest(key, known); s != "" {
+		return fmt.Sprintf("%s; did you mean %q?", what, s)
+	}
+	sorted := slices.Clone(known)
+	slices.Sort(sorted)
+	return fmt.Sprintf("%s; expected one of: %s", what, strings.Join(sorted, ", "))
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// describe names what a node is, never echoing its value (it may be a
+// secret).
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return items.DescribeTag(n.ShortTag())
+}

@@ -1,0 +1,178 @@
+// Package document reads the global document: strict decoding into the
+// registered items, validation, and the effective target of every item.
+// Every problem is reported at once, each with its path and line.
+package document
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// TargetKey is the document-level (and per-item) key of the target section.
+const TargetKey = "target"
+
+// MaxSize bounds the document: a ConfigMap holds at most 1 MiB.
+const MaxSize = 1 << 20
+
+// Document is a decoded, valid global document.
+type Document struct {
+	// Target is the document-level target, defaults filled in.
+	Target envoyfilter.Target
+	// Sections are the items present in the document (null sections are
+	// absent), sorted by name. Disabled items are included.
+	Sections []Section
+}
+
+// Section is one item of the document.
+type Section struct {
+	Name     string
+	Priority int32
+	Item     items.Item
+	// Target is where the item applies: the document's target with the
+	// item's own target section laid over it.
+	Target envoyfilter.Target
+}
+
+// Error is returned for an invalid document: every problem, sorted by line.
+type Error struct {
+	Problems []*fielderr.Error
+}
+
+func (e *Error) Error() string {
+	var b bytes.Buffer
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Parse decodes and validates a bare global document. An empty document is
+// valid and configures nothing. A returned error is an *Error.
+func Parse(data []byte) (*Document, error) {
+	return parse(data, 0)
+}
+
+func parse(data []byte, lineOffset int) (*Document, error) {
+	if len(data) > MaxSize {
+		return nil, &Error{Problems: []*fielderr.Error{{Msg: fmt.Sprintf("document is %d bytes; at most %d are allowed", len(data), MaxSize)}}}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &Error{Problems: []*fielderr.Error{syntaxError(err, lineOffset)}}
+	}
+	d := newDecoder()
+	doc := &Document{Target: envoyfilter.DefaultTarget()}
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 && !isNull(root.Content[0]) {
+		d.decodeDocument(root.Content[0], doc)
+	}
+	if len(d.errs) > 0 {
+		for _, e := range d.errs {
+			if e.Line > 0 {
+				e.Line += lineOffset
+			}
+		}
+		fielderr.Sort(d.errs)
+		return nil, &Error{Problems: d.errs}
+	}
+	return doc, nil
+}
+
+// syntaxError turns a YAML parser error into a problem with its line.
+func syntaxError(err error, lineOffset int) *fielderr.Error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return &fielderr.Error{Msg: "invalid YAML: " + fmt.Sprint(te.Errors)}
+	}
+	var line int
+	msg := err.Error()
+	if _, scanErr := fmt.Sscanf(msg, "yaml: line %d:", &line); scanErr == nil {
+		_, rest, _ := bytes.Cut([]byte(msg), []byte(": "))
+		_, rest, _ = bytes.Cut(rest, []byte(": "))
+		return &fielderr.Error{Line: line + lineOffset, Msg: "invalid YAML: " + string(rest)}
+	}
+	return &fielderr.Error{Msg: "invalid YAML: " + msg}
+}
+
+func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, "", "the document must be a mapping of item names, got %s", describe(n))
+		return
+	}
+	known := []string{TargetKey}
+	for _, r := range items.All() {
+		known = append(known, r.Name)
+	}
+	// The document target first: item targets lay over it.
+	type pending struct {
+		reg      items.Registration
+		node     *yaml.Node
+		override envoyfilter.Target
+	}
+	var sections []pending
+	d.eachKey(n, "", func(key string, kn, vn *yaml.Node) {
+		if key == TargetKey {
+			d.decodeTarget(vn, &doc.Target, TargetKey)
+			return
+		}
+		reg, ok := items.Lookup(key)
+		if !ok {
+			d.fail(kn, key, "%s", unknownKey("unknown item", key, known))
+			return
+		}
+		if isNull(vn) {
+			return // an absent item: nothing generated.
+		}
+		sections = append(sections, pending{reg: reg, node: vn})
+	})
+	for _, p := range sections {
+		doc.Sections = append(doc.Sections, d.decodeSection(p.reg, p.node, doc.Target))
+	}
+	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
+}
+
+func (d *decoder) decodeTarget(n *yaml.Node, t *envoyfilter.Target, path string) {
+	// A value that failed to decode keeps its default, so validating
+	// afterwards reports the other problems without repeating that one.
+	d.decode(n, reflect.ValueOf(t).Elem(), path)
+	d.addValidation(path, t.Validate())
+}
+
+// addValidation records validation errors under prefix, with their lines.
+func (d *decoder) addValidation(prefix string, err error) {
+	for _, fe := range fielderr.Flatten(err) {
+		p := fielderr.Join(prefix, fe.Path)
+		if d.failedAt(p) {
+			continue
+		}
+		d.errs = append(d.errs, &fielderr.Error{Path: p, Line: d.lineOf(p), Msg: fe.Msg})
+	}
+}
+
+func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target) Section {
+	s := Section{Name: reg.Name, Priority: reg.Priority, Item: reg.New(), Target: docTarget}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == TargetKey {
+				var override envoyfilter.Target
+				d.lines[fielderr.Join(reg.Name, TargetKey)] = n.Content[i].Line
+				d.decodeTarget(n.Content[i+1], &override, fielderr.Join(reg.Name, TargetKey))
+				s.Target = docTarget.Override(override)
+			}
+		}
+	}
+	d.decodeStruct(n, reflect.ValueOf(s.Item).Elem(), reg.Name, map[string]bool{TargetKey: true})
+	d.addValidation(reg.Name, s.Item.Validate())
+	return s
+}

@@ -1,0 +1,330 @@
+package document_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items/gzip"
+	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/items/tracing"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+)
+
+// problems parses src and returns its problems as "line: path: msg".
+func problems(t *testing.T, src string) []string {
+	t.Helper()
+	_, err := document.Parse([]byte(src))
+	if err == nil {
+		return nil
+	}
+	var de *document.Error
+	if !errors.As(err, &de) {
+		t.Fatalf("Parse returned %T, want *document.Error: %v", err, err)
+	}
+	var out []string
+	for _, p := range de.Problems {
+		out = append(out, fmt.Sprintf("%02d: %s", p.Line, p.Error()))
+	}
+	return out
+}
+
+func TestValidationMessages(t *testing.T) {
+	cases := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{
+			name: "misspelled item",
+			src:  "gizp:\n  enable: true\n",
+			want: []string{`01: gizp: unknown item; did you mean "gzip"?`},
+		},
+		{
+			name: "unknown item far from any",
+			src:  "compression: {}\n",
+			want: []string{`01: compression: unknown item; expected one of: brotli, gzip, target, tracing, zstd`},
+		},
+		{
+			name: "misspelled key",
+			src:  "gzip:\n  chunksize: 8192\n",
+			want: []string{`02: gzip.chunksize: unknown key; did you mean "chunkSize"?`},
+		},
+		{
+			name: "out of range",
+			src:  "gzip:\n  chunkSize: 100\n",
+			want: []string{`02: gzip.chunkSize: must be between 4096 and 65536, got 100`},
+		},
+		{
+			name: "wrong type",
+			src:  "gzip:\n  memoryLevel: high\n",
+			want: []string{`02: gzip.memoryLevel: expected an integer, got a string`},
+		},
+		{
+			name: "float for an integer",
+			src:  "gzip:\n  windowBits: 12.5\n",
+			want: []string{`02: gzip.windowBits: expected an integer, got a number`},
+		},
+		{
+			name: "overflow",
+			src:  "gzip:\n  chunkSize: 99999999999\n",
+			want: []string{`02: gzip.chunkSize: must be at most 4294967295, got 99999999999`},
+		},
+		{
+			name: "enum with suggestion",
+			src:  "gzip:\n  compressionStrategy: FILTER\n",
+			want: []string{`02: gzip.compressionStrategy: unknown value "FILTER"; did you mean "FILTERED"?`},
+		},
+		{
+			name: "section of the wrong kind",
+			src:  "gzip: true\n",
+			want: []string{`01: gzip: expected a mapping, got a boolean`},
+		},
+		{
+			name: "document of the wrong kind",
+			src:  "- gzip\n",
+			want: []string{`01: the document must be a mapping of item names, got a list`},
+		},
+		{
+			name: "duplicate key",
+			src:  "gzip:\n  chunkSize: 8192\n  chunkSize: 4096\n",
+			want: []string{`03: gzip.chunkSize: duplicate key`},
+		},
+		{
+			name: "alias",
+			src:  "gzip:\n  contentType: &types [text/html]\nbrotli:\n  contentType: *types\n",
+			want: []string{`04: brotli.contentType: YAML aliases are not supported; write the value out`},
+		},
+		{
+			name: "every problem at once, in line order",
+			src:  "gzip:\n  chunkSize: 1\n  memoryLevel: x\ntracing:\n  sampling: 101\ngizp: {}\n",
+			want: []string{
+				`02: gzip.chunkSize: must be between 4096 and 65536, got 1`,
+				`03: gzip.memoryLevel: expected an integer, got a string`,
+				`05: tracing.sampling: must be between 0 and 100, got 101`,
+				`06: gizp: unknown item; did you mean "gzip"?`,
+			},
+		},
+		{
+			name: "bad port is reported once",
+			src:  "tracing:\n  enable: true\n  zipkin:\n    service: z.ns.svc.cluster.local\n    port: \"http\"\n",
+			want: []string{`05: tracing.zipkin.port: must be a port number from 1 to 65535, got "http"`},
+		},
+		{
+			name: "enabled tracing without backend",
+			src:  "tracing:\n  enable: true\n",
+			want: []string{`01: tracing: enabled tracing needs one backend: zipkin, skywalking, opentelemetry or datadog`},
+		},
+		{
+			name: "bad duration",
+			src:  "tracing:\n  timeout: soon\n",
+			want: []string{`02: tracing.timeout: must be a duration such as "90s" or "500ms", got "soon"`},
+		},
+		{
+			name: "target problems",
+			src:  "target:\n  context: gateway\n  namespace: Istio_System\n  proxyVersion: '(['\n",
+			want: []string{
+				`02: target.context: unknown value "gateway"; did you mean "GATEWAY"?`,
+				`03: target.namespace: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+				"04: target.proxyVersion: invalid regular expression: error parsing regexp: missing closing ]: `[`",
+			},
+		},
+		{
+			name: "item target problems carry the item path",
+			src:  "gzip:\n  target:\n    contxt: ANY\n",
+			want: []string{`03: gzip.target.contxt: unknown key; did you mean "context"?`},
+		},
+		{
+			name: "syntax error",
+			src:  "gzip:\n  chunkSize: [\n",
+			want: []string{`02: invalid YAML: did not find expected node content`},
+		},
+		{
+			name: "secret values are never echoed",
+			src:  "tracing:\n  skywalking:\n    access_token: [s3cr3t]\n",
+			want: []string{`03: tracing.skywalking.access_token: expected a string, got a list`},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := problems(t, c.src)
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("problems:\n got: %q\nwant: %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestHigressDocumentValidatesUnchanged(t *testing.T) {
+	// The tracing and gzip sections of a Higress higress-config, verbatim in
+	// the shapes Higress accepts: ports as strings, timeout in ms, float
+	// sampling, access_token in snake case.
+	src := `
+tracing:
+  enable: true
+  sampling: 100
+  timeout: 500
+  skywalking:
+    service: skywalking-oap-server.op-system.svc.cluster.local
+    port: "11800"
+    access_token: ""
+gzip:
+  enable: true
+  minContentLength: 1024
+  contentType:
+    - "text/html"
+    - "text/css"
+    - "text/plain"
+    - "text/xml"
+    - "application/json"
+    - "application/javascript"
+    - "application/xhtml+xml"
+    - "image/svg+xml"
+  disableOnEtagHeader: true
+  memoryLevel: 5
+  windowBits: 12
+  chunkSize: 4096
+  compressionLevel: "BEST_COMPRESSION"
+  compressionStrategy: "DEFAULT_STRATEGY"
+`
+	doc, err := document.Parse([]byte(src))
+	if err != nil {
+		t.Fatalf("Higress document rejected:\n%v", err)
+	}
+	tr := section(t, doc, "tracing").Item.(*tracing.Tracing)
+	if tr.Timeout.Milliseconds() != 500 || tr.Skywalking.Port != 11800 {
+		t.Errorf("timeout %v, port %d: want 500ms and 11800", tr.Timeout, tr.Skywalking.Port)
+	}
+	if g := section(t, doc, "gzip").Item.(*gzip.Gzip); len(g.ContentType) != 8 || g.ChunkSize != 4096 {
+		t.Errorf("gzip decoded as %+v", g)
+	}
+}
+
+func section(t *testing.T, doc *document.Document, name string) document.Section {
+	t.Helper()
+	for _, s := range doc.Sections {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no section %q in %+v", name, doc.Sections)
+	return document.Section{}
+}
+
+func TestDefaultsAndPresence(t *testing.T) {
+	doc, err := document.Parse([]byte("gzip: {}\ntracing:\nzstd:\n  enable: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Sections) != 2 {
+		t.Fatalf("sections %v: want gzip and zstd (a null tracing is absent)", doc.Sections)
+	}
+	g := section(t, doc, "gzip").Item.(*gzip.Gzip)
+	if !g.Enabled() || g.ChunkSize != 4096 || g.CompressionLevel != "BEST_COMPRESSION" || g.MinContentLength != 1024 {
+		t.Errorf("gzip defaults: %+v", g)
+	}
+	if section(t, doc, "zstd").Item.Enabled() {
+		t.Error("zstd with enable: false is enabled")
+	}
+	// A null field keeps its default.
+	doc, err = document.Parse([]byte("gzip:\n  chunkSize:\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := section(t, doc, "gzip").Item.(*gzip.Gzip); g.ChunkSize != gzip.MinChunkSize {
+		t.Errorf("null chunkSize gave %d, want the default", g.ChunkSize)
+	}
+}
+
+func TestEmptyDocumentIsValid(t *testing.T) {
+	for _, src := range []string{"", "# only a comment\n", "---\n"} {
+		doc, err := document.Parse([]byte(src))
+		if err != nil || len(doc.Sections) != 0 {
+			t.Errorf("Parse(%q) = %v, %v; want an empty valid document", src, doc, err)
+		}
+	}
+}
+
+func TestTargetOverride(t *testing.T) {
+	doc, err := document.Parse([]byte(`
+target:
+  selector: {istio: ingressgateway}
+  namespace: gateways
+gzip:
+  target:
+    context: ANY
+    proxyVersion: '^1\.31'
+brotli:
+  target:
+    selector: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := section(t, doc, "gzip").Target
+	want := envoyfilter.Target{Context: envoyfilter.ContextAny, Selector: map[string]string{"istio": "ingressgateway"}, Namespace: "gateways", ProxyVersion: `^1\.31`}
+	if g.Context != want.Context || g.Namespace != want.Namespace || g.ProxyVersion != want.ProxyVersion || g.Selector["istio"] != "ingressgateway" {
+		t.Errorf("gzip target %+v, want %+v", g, want)
+	}
+	if b := section(t, doc, "brotli").Target; len(b.Selector) != 0 || b.Context != envoyfilter.ContextGateway {
+		t.Errorf("brotli target %+v: an empty selector must clear the document's, context stays GATEWAY", b)
+	}
+}
+
+func TestParseFileManifestLines(t *testing.T) {
+	src := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: global-config
+  namespace: istio-system
+data:
+  config.yaml: |
+    gzip:
+      chunkSize: 10
+`
+	_, err := document.ParseFile([]byte(src))
+	var de *document.Error
+	if !errors.As(err, &de) || len(de.Problems) != 1 {
+		t.Fatalf("got %v, want one problem", err)
+	}
+	if p := de.Problems[0]; p.Line != 9 || p.Path != "gzip.chunkSize" {
+		t.Errorf("problem at line %d path %q, want line 9 of the manifest, gzip.chunkSize", p.Line, p.Path)
+	}
+	_, err = document.ParseFile([]byte("apiVersion: v1\nkind: ConfigMap\ndata:\n  other: x\n"))
+	if err == nil || !strings.Contains(err.Error(), `no data key "config.yaml"`) {
+		t.Errorf("ConfigMap without config.yaml: %v", err)
+	}
+	doc, err := document.ParseFile([]byte("gzip: {}\n"))
+	if err != nil || len(doc.Sections) != 1 {
+		t.Errorf("bare document through ParseFile: %v, %v", doc, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"", "gzip: {}", "tracing:\n  enable: true\n  zipkin: {service: a.b, port: '1'}",
+		"target: {selector: {a: b}}", "gzip: &a {x: *a}", "a: [1, {b: c}]", "gzip:\n  contentType: [1, 2]",
+		"kind: ConfigMap\ndata:\n  config.yaml: |\n    gzip: {}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		doc, err := document.ParseFile(data)
+		if (doc == nil) == (err == nil) {
+			t.Fatalf("ParseFile returned doc %v and err %v: exactly one must be set", doc, err)
+		}
+		var de *document.Error
+		if err != nil && (!errors.As(err, &de) || len(de.Problems) == 0) {
+			t.Fatalf("error is not a *document.Error with problems: %v", err)
+		}
+		if doc != nil {
+			// A valid document must render, or fail with problems; never panic.
+			if _, err := manager.Desired(doc); err != nil && !errors.As(err, &de) {
+				t.Fatalf("render error is not a *document.Error: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,118 @@
+package document
+
+import (
+	"encoding/json"
+	"reflect"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Schema is a JSON Schema (draft 2020-12) node.
+type Schema struct {
+	Schema               string             `json:"$schema,omitempty"`
+	Title                string             `json:"title,omitempty"`
+	Description          string             `json:"description,omitempty"`
+	Type                 []string           `json:"type,omitempty"`
+	Properties           map[string]*Schema `json:"properties,omitempty"`
+	AdditionalProperties any                `json:"additionalProperties,omitempty"`
+	Items                *Schema            `json:"items,omitempty"`
+	Enum                 []string           `json:"enum,omitempty"`
+	Minimum              *float64           `json:"minimum,omitempty"`
+	Default              json.RawMessage    `json:"default,omitempty"`
+}
+
+// schemaTyped is implemented by value types that decode themselves.
+type schemaTyped interface{ SchemaTypes() []string }
+
+var schemaTypedType = reflect.TypeFor[schemaTyped]()
+
+// JSONSchema describes the document for editors (yaml-language-server):
+// every registered item with its keys, types, enums and defaults, and no
+// unknown keys anywhere.
+func JSONSchema() *Schema {
+	root := &Schema{
+		Schema:               "https://json-schema.org/draft/2020-12/schema",
+		Title:                "globalconfig document",
+		Description:          "The config.yaml key of the global ConfigMap.",
+		Type:                 []string{"object"},
+		Properties:           map[string]*Schema{},
+		AdditionalProperties: false,
+	}
+	target := schemaOf(reflect.TypeFor[envoyfilter.Target](), reflect.Value{})
+	target.Description = "Where the generated EnvoyFilters apply; an item's own target overrides it field by field."
+	root.Properties[TargetKey] = target
+	for _, r := range items.All() {
+		s := schemaOf(reflect.TypeOf(r.New()).Elem(), reflect.ValueOf(r.New()).Elem())
+		s.Description = r.Summary
+		s.Type = append(s.Type, "null")
+		s.Properties[TargetKey] = target
+		root.Properties[r.Name] = s
+	}
+	return root
+}
+
+// schemaOf describes type t; def, when valid, is its default value.
+func schemaOf(t reflect.Type, def reflect.Value) *Schema {
+	s := &Schema{}
+	if reflect.PointerTo(t).Implements(schemaTypedType) {
+		s.Type = reflect.New(t).Interface().(schemaTyped).SchemaTypes()
+		s.Default = defaultOf(def)
+		return s
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return schemaOf(t.Elem(), reflect.Value{})
+	case reflect.Struct:
+		s.Type = []string{"object"}
+		s.AdditionalProperties = false
+		s.Properties = map[string]*Schema{}
+		for _, f := range fieldsOf(t) {
+			var fv reflect.Value
+			if def.IsValid() {
+				fv = def.FieldByIndex(f.index)
+			}
+			fs := schemaOf(t.FieldByIndex(f.index).Type, fv)
+			fs.Description = f.doc
+			s.Properties[f.name] = fs
+		}
+	case reflect.Map:
+		s.Type = []string{"object"}
+		s.AdditionalProperties = schemaOf(t.Elem(), reflect.Value{})
+	case reflect.Slice:
+		s.Type = []string{"array"}
+		s.Items = schemaOf(t.Elem(), reflect.Value{})
+		s.Default = defaultOf(def)
+	case reflect.String:
+		s.Type = []string{"string"}
+		if t.Implements(enumeratedType) {
+			s.Enum = reflect.Zero(t).Interface().(enumerated).Values()
+		}
+		s.Default = defaultOf(def)
+	case reflect.Bool:
+		s.Type = []string{"boolean"}
+		s.Default = defaultOf(def)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		s.Type = []string{"integer"}
+		s.Default = defaultOf(def)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		zero := 0.0
+		s.Type, s.Minimum = []string{"integer"}, &zero
+		s.Default = defaultOf(def)
+	case reflect.Float32, reflect.Float64:
+		s.Type = []string{"number"}
+		s.Default = defaultOf(def)
+	}
+	return s
+}
+
+func defaultOf(v reflect.Value) json.RawMessage {
+	if !v.IsValid() || v.IsZero() {
+		return nil
+	}
+	b, err := json.Marshal(v.Interface())
+	if err != nil {
+		return nil
+	}
+	return b
+}
