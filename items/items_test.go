@@ -11,7 +11,7 @@ import (
 
 type fake struct{ items.Toggle }
 
-func (fake) Validate() error                                      { return nil }
+func (fake) Validate() error                                       { return nil }
 func (fake) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) { return nil, nil }
 
 func mustPanic(t *testing.T, want string, f func()) {
