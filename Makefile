@@ -1,7 +1,8 @@
 # globalconfig — see README.md.
 #
 #   make test    vet, then every test with the race detector
-#   make run     the main job (for now: render the example ConfigMap)
+#   make run     the main job: a local API server, the example ConfigMap and
+#                the controller keeping its EnvoyFilters (Ctrl-C stops)
 #   make bench   benchmarks, figures printed
 #   make fuzz    a bounded run of the document fuzzer
 
@@ -11,7 +12,25 @@ FUZZTIME  ?= 30s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/globalconfig/globalconfig/pkg/cli.Version=$(VERSION)
 
-.PHONY: all build test vet run bench fuzz golden clean
+# The real components the integration tests run, built from the Go module
+# proxy into a cache outside the checkout, keyed by version, so fresh clones
+# (CI) reuse them. A cold build takes a few minutes.
+TOOLS_DIR          ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/globalconfig/tools
+KUBE_VERSION       := v1.36.3
+ETCD_VERSION       := v3.6.7
+KUBE_APISERVER     := $(TOOLS_DIR)/kube-apiserver-$(KUBE_VERSION)
+KUBECTL            := $(TOOLS_DIR)/kubectl-$(KUBE_VERSION)
+ETCD               := $(TOOLS_DIR)/etcd-$(ETCD_VERSION)
+ISTIO_VERSION      := v0.0.0-20260827124520-eed52ebb66ad
+PILOT_DISCOVERY    := $(TOOLS_DIR)/pilot-discovery-$(ISTIO_VERSION)
+ISTIOCTL           := $(TOOLS_DIR)/istioctl-$(ISTIO_VERSION)
+export GLOBALCONFIG_KUBE_APISERVER = $(KUBE_APISERVER)
+export GLOBALCONFIG_KUBECTL        = $(KUBECTL)
+export GLOBALCONFIG_ETCD           = $(ETCD)
+export GLOBALCONFIG_PILOT_DISCOVERY = $(PILOT_DISCOVERY)
+export GLOBALCONFIG_ISTIOCTL       = $(ISTIOCTL)
+
+.PHONY: all build test vet run bench fuzz golden clean tools kube-tools
 
 all: build
 
@@ -23,14 +42,15 @@ vet:
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: vet
-	$(GO) test -race -count=1 ./...
+test: vet kube-tools
+	$(GO) test -race -count=1 -timeout 30m ./...
 
-run: build
-	$(BIN)/globalconfig render -f deploy/examples/global-config.yaml
+run: build kube-tools
+	$(GO) run ./test/sandbox --controller $(BIN)/globalconfig
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: kube-tools
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... ./items/... ./envoyfilter/...
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/...
 
 fuzz:
 	$(GO) test ./pkg/document -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
@@ -41,3 +61,28 @@ golden:
 
 clean:
 	rm -rf $(BIN)
+
+tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL)
+kube-tools: $(KUBE_APISERVER) $(KUBECTL) $(ETCD)
+
+# Each binary is built to a temporary name and moved into place, so an
+# interrupted build never leaves a broken binary in the cache.
+$(KUBE_APISERVER):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/kube && $(GO) build -trimpath -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
+
+$(KUBECTL):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/kube && $(GO) build -trimpath -o $@.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.tmp $@
+
+$(ETCD):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/kube && $(GO) build -trimpath -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
+
+$(PILOT_DISCOVERY):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/istio && $(GO) build -trimpath -o $@.tmp istio.io/istio/pilot/cmd/pilot-discovery && mv $@.tmp $@
+
+$(ISTIOCTL):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/istio && $(GO) build -trimpath -o $@.tmp istio.io/istio/istioctl/cmd/istioctl && mv $@.tmp $@

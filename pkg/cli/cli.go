@@ -27,6 +27,7 @@ const (
 	ExitInvalid = 1 // the document is invalid; every problem is on stderr
 	ExitUsage   = 2 // unknown command or flag, or a missing argument
 	ExitIO      = 3 // the input could not be read or the output written
+	ExitRun     = 4 // run: the controller stopped on an error (bad kubeconfig, an address in use)
 )
 
 // Version is set at build time with -ldflags "-X …/pkg/cli.Version=v1.2.3".
@@ -46,24 +47,14 @@ Usage:
   globalconfig items              list the items with their defaults
   globalconfig schema             print the JSON Schema of the document
   globalconfig version            print the version
+  globalconfig run [flags]        keep the cluster's EnvoyFilters in step with the global ConfigMap
 
 FILE is a ConfigMap manifest (data key config.yaml) or the bare document;
 "-" reads standard input.
 
-Exit codes: 0 ok, 1 invalid document, 2 usage error, 3 input/output error.
+Exit codes: 0 ok, 1 invalid document, 2 usage error, 3 input/output error,
+4 run stopped on an error.
 `
-
-// Commands that other packages (the controller) add to the CLI.
-var extra = map[string]func(args []string, env Env) int{}
-
-// Register adds a subcommand; it is meant for init() of the package that
-// implements it.
-func Register(name string, run func(args []string, env Env) int) {
-	if _, dup := extra[name]; dup || name == "" {
-		panic(fmt.Sprintf("cli: command %q registered twice or empty", name))
-	}
-	extra[name] = run
-}
 
 // Main runs the command line args (without the program name) and returns
 // the exit code.
@@ -81,15 +72,14 @@ func Main(args []string, env Env) int {
 		return listItems(args[1:], env)
 	case "schema":
 		return schema(args[1:], env)
+	case "run":
+		return runCommand(args[1:], env)
 	case "version":
 		fmt.Fprintln(env.Stdout, version())
 		return ExitOK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, usage)
 		return ExitOK
-	}
-	if run, ok := extra[args[0]]; ok {
-		return run(args[1:], env)
 	}
 	fmt.Fprintf(env.Stderr, "globalconfig: unknown command %q\n\n%s", args[0], usage)
 	return ExitUsage

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/controller"
+)
+
+// Defaults of `globalconfig run`.
+const (
+	DefaultConfigMap   = envoyfilter.DefaultNamespace + "/global-config"
+	DefaultMetricsAddr = ":9090"
+	DefaultHealthAddr  = ":8081"
+	DefaultLeaseName   = "globalconfig"
+	DefaultResync      = 10 * time.Minute
+)
+
+// runFlags defines the flags of `run` on fs.
+func runFlags(fs *flag.FlagSet) (*controller.Options, *string, *string) {
+	o := &controller.Options{}
+	cm := fs.String("configmap", DefaultConfigMap, "the global ConfigMap, NAMESPACE/NAME; its data key config.yaml holds the document")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `Prometheus metrics address ("0" disables)`)
+	fs.StringVar(&o.HealthAddr, "health-addr", DefaultHealthAddr, `/healthz and /readyz address ("0" disables)`)
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", "", "namespace of the Lease (default: the ConfigMap's)")
+	fs.StringVar(&o.LeaseName, "leader-elect-name", DefaultLeaseName, "name of the Lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", controller.DefaultLeaseDuration, "how long a lease lasts without renewal")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", controller.DefaultRenewDeadline, "how long the leader retries renewing before it gives up")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", controller.DefaultRetryPeriod, "how often candidates try to acquire or renew")
+	fs.BoolVar(&o.Config.PruneOnDelete, "prune-on-delete", false, "remove the managed EnvoyFilters when the ConfigMap is deleted (default: keep them)")
+	fs.StringVar(&o.Config.FieldManager, "field-manager", "globalconfig", "server-side apply field manager")
+	fs.DurationVar(&o.Config.Resync, "resync", DefaultResync, "informer resync period (a resync that finds nothing to do writes nothing)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	return o, cm, level
+}
+
+func runCommand(args []string, env Env) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	opts, cm, level := runFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	ns, name, ok := strings.Cut(*cm, "/")
+	if !ok || ns == "" || name == "" || fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "globalconfig run: --configmap must be NAMESPACE/NAME, got %q\n", *cm)
+		return ExitUsage
+	}
+	opts.Config.Namespace, opts.Config.Name = ns, name
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = ns
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig run: --log-level: %v\n", err)
+		return ExitUsage
+	}
+	log := slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: lvl}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := controller.Run(ctx, *opts, log); err != nil {
+		log.Error("exiting", "err", err)
+		return ExitRun
+	}
+	return ExitOK
+}

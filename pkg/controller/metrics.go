@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the controller's Prometheus metrics, on a registry of their
+// own (no global state).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Reconciles        *prometheus.CounterVec
+	ReconcileErrors   prometheus.Counter
+	ReconcileDuration prometheus.Histogram
+	ConfigValid       prometheus.Gauge
+	LastApply         prometheus.Gauge
+	ManagedFilters    prometheus.Gauge
+	APIWrites         *prometheus.CounterVec
+	Leader            prometheus.Gauge
+}
+
+// NewMetrics creates and registers the metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "globalconfig_reconcile_total",
+			Help: "Reconciles by result: applied (something was written), unchanged, invalid (document rejected, last good kept), error.",
+		}, []string{"result"}),
+		ReconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "globalconfig_reconcile_errors_total",
+			Help: "Reconciles that failed with an API error.",
+		}),
+		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "globalconfig_reconcile_duration_seconds",
+			Help:    "Time of one reconcile, from reading the ConfigMap to the last write.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "globalconfig_config_valid",
+			Help: "1 when the current global document is valid, 0 when it was rejected.",
+		}),
+		LastApply: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "globalconfig_last_successful_apply_timestamp_seconds",
+			Help: "Unix time of the last reconcile that left the cluster equal to the document.",
+		}),
+		ManagedFilters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "globalconfig_managed_envoyfilters",
+			Help: "EnvoyFilters the controller keeps.",
+		}),
+		APIWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "globalconfig_api_writes_total",
+			Help: "Writes to the API server by verb and resource (leader election excluded).",
+		}, []string{"verb", "resource"}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "globalconfig_leader",
+			Help: "1 while this replica is the elected writer.",
+		}),
+	}
+	m.Registry.MustRegister(m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
+		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/test/harness"
+)
+
+// Edits per benchmark run; the closing figures need at least 30.
+const (
+	benchEdits   = 40
+	benchNoOps   = 10
+	benchTimeout = 10 * time.Second
+)
+
+func benchDoc(minContentLength int) string {
+	return fmt.Sprintf(`
+tracing:
+  enable: true
+  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}
+gzip:
+  minContentLength: %d
+brotli: {}
+`, minContentLength)
+}
+
+// BenchmarkConfigMapToEnvoyFilter measures the controller's own share of
+// propagation: from a ConfigMap update until the API server has the
+// updated EnvoyFilter (seen by a watch), and the API writes per edit.
+func BenchmarkConfigMapToEnvoyFilter(b *testing.B) {
+	f := setup(b)
+	f.put(benchDoc(1000))
+	ctl := f.start("controller")
+	f.waitLive(f.desired(benchDoc(1000)), 30*time.Second)
+	f.waitReconciledPast(ctl, 0)
+
+	w, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Watch(f.ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + envoyfilter.ObjectName("gzip"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+
+	before := f.metrics(ctl)
+	var latencies []time.Duration
+	for i := 1; i <= benchEdits; i++ {
+		doc := benchDoc(1000 + i)
+		want := f.desired(doc)["istio-system/globalconfig-gzip"]
+		n := f.reconciles(ctl)
+		start := time.Now()
+		f.put(doc)
+		if err := waitHash(f.ctx, w, want); err != nil {
+			b.Fatalf("edit %d: %v", i, err)
+		}
+		latencies = append(latencies, time.Since(start))
+		// Let the sync finish its status write before the next edit, so
+		// every write is counted against the edit that caused it.
+		f.waitReconciledPast(ctl, n)
+	}
+	after := f.metrics(ctl)
+	efWrites := harness.Sum(after, `globalconfig_api_writes_total{resource="envoyfilters",verb="apply"}`) -
+		harness.Sum(before, `globalconfig_api_writes_total{resource="envoyfilters",verb="apply"}`)
+	allWrites := writes(after) - writes(before)
+
+	// No-op edits: the same document, reformatted.
+	base := benchDoc(1000 + benchEdits)
+	for i := range benchNoOps {
+		n := f.reconciles(ctl)
+		f.put(fmt.Sprintf("# no-op edit %d\n%s", i, base))
+		f.waitReconciledPast(ctl, n)
+	}
+	noop := writes(f.metrics(ctl)) - writes(after)
+
+	p50, p95 := percentile(latencies, 50), percentile(latencies, 95)
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p95), "p95-ms")
+	b.ReportMetric(efWrites/benchEdits, "envoyfilter-writes/edit")
+	b.ReportMetric(noop/benchNoOps, "writes/no-op-edit")
+	fmt.Printf(`
+| controller share (ConfigMap update → EnvoyFilter updated in the API server) | value |
+|---|---|
+| edits | %d |
+| p50 | %.1f ms |
+| p95 | %.1f ms |
+| EnvoyFilter writes per one-item edit | %.2f |
+| all API writes per one-item edit (EnvoyFilter + status + Event) | %.2f |
+| API writes per no-op edit | %.2f (over %d edits) |
+`, benchEdits, ms(p50), ms(p95), efWrites/benchEdits, allWrites/benchEdits, noop/benchNoOps, benchNoOps)
+}
+
+// waitHash waits for a watch event carrying the content hash want.
+func waitHash(ctx context.Context, w watch.Interface, want string) error {
+	timeout := time.After(benchTimeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch closed")
+			}
+			if ef, isEF := ev.Object.(*clientnetworking.EnvoyFilter); isEF && ef.Annotations[envoyfilter.AnnotationContentHash] == want {
+				return nil
+			}
+		case <-timeout:
+			return fmt.Errorf("no EnvoyFilter with hash %s within %v", want, benchTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
