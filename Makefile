@@ -42,7 +42,7 @@ vet:
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: vet kube-tools
+test: vet tools
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 run: build kube-tools

@@ -1,5 +1,5 @@
 // Package harness starts the real parts the integration and end-to-end
-// tests run against — etcd and kube-apiserver — as processes on
+// tests run against — etcd, kube-apiserver and istiod — as processes on
 // loopback, from binaries the Makefile builds into a cache outside the
 // checkout (see `make tools`). `make run` uses it for its sandbox too.
 package harness

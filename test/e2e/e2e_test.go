@@ -1,0 +1,335 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/test/harness"
+	"github.com/globalconfig/globalconfig/test/xds"
+)
+
+const effectTimeout = 30 * time.Second
+
+func goldenOutputs(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(harness.RepoRoot(), "items", "*", "testdata", "*.out.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden outputs: %v", err)
+	}
+	return files
+}
+
+// waitEffect waits until check passes on what the gateway receives.
+func waitEffect(ctx context.Context, t testing.TB, what string, check func(xds.Snapshot) error) time.Time {
+	t.Helper()
+	var last error
+	at, err := gateway.WaitFor(ctx, effectTimeout, func(s xds.Snapshot) bool {
+		last = check(s)
+		return last == nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last check: %v)", what, err, last)
+	}
+	return at
+}
+
+// sentinel applies an EnvoyFilter that sets the HCM server_name to a fresh
+// value and waits for it, proving istiod has processed every earlier write.
+func sentinel(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	name := fmt.Sprintf("sentinel-%d", n)
+	p, err := envoyfilter.MergeHCM(&hcmv3.HttpConnectionManager{ServerName: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := envoyfilter.Render("e2e-sentinel", -100, envoyfilter.DefaultTarget(), []envoyfilter.Patch{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Metadata.Name = "e2e-sentinel"
+	obj.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "e2e-sentinel"}
+	y, err := obj.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	waitEffect(ctx, t, "sentinel", func(s xds.Snapshot) error {
+		hcm, err := s.GatewayHCM(listenerName)
+		if err != nil {
+			return err
+		}
+		if hcm.GetServerName() != name {
+			return fmt.Errorf("server_name %q", hcm.GetServerName())
+		}
+		return nil
+	})
+}
+
+// Every golden output, applied as it is, does what it says at the gateway —
+// or, when its target is not the gateway, nothing there — and deleting it
+// removes the effect.
+func TestGoldenEffects(t *testing.T) {
+	ctx := setup(t)
+	checked := 0
+	for i, file := range goldenOutputs(t) {
+		objs := readObjects(t, file)
+		if len(objs) == 0 {
+			continue // a disabled or absent item: nothing to apply.
+		}
+		name := strings.TrimPrefix(file, filepath.Join(harness.RepoRoot(), "items")+"/")
+		t.Run(name, func(t *testing.T) {
+			if _, err := cluster.Kubectl(ctx, nil, "apply", "-f", file); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = cluster.Kubectl(ctx, nil, "delete", "--ignore-not-found", "-f", file) })
+			sentinel(ctx, t, i)
+			for _, o := range objs {
+				if appliesToGateway(o) {
+					waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffect(o, s) })
+					checked++
+				} else if err := noneInEffect(o, gateway.Snapshot()); err != nil {
+					t.Errorf("targets elsewhere, yet reached the gateway: %v", err)
+				}
+			}
+			if _, err := cluster.Kubectl(ctx, nil, "delete", "-f", file); err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range objs {
+				waitEffect(ctx, t, o.Metadata.Name+" removed", func(s xds.Snapshot) error { return noneInEffect(o, s) })
+			}
+		})
+	}
+	if checked < 8 {
+		t.Errorf("only %d EnvoyFilters were checked at the gateway", checked)
+	}
+	if _, err := cluster.Kubectl(ctx, nil, "delete", "envoyfilter", "-n", ns, "e2e-sentinel"); err != nil {
+		t.Error(err)
+	}
+}
+
+// exampleDocument is the config.yaml of deploy/examples/global-config.yaml.
+func exampleDocument(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "deploy", "examples", "global-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yamlUnmarshal(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data[document.DataKey]
+}
+
+func desiredObjects(t testing.TB, doc string) []*envoyfilter.Object {
+	t.Helper()
+	d, err := document.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manager.Desired(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// putConfig creates or updates the global ConfigMap.
+func putConfig(ctx context.Context, t testing.TB, doc string) {
+	t.Helper()
+	cms := cluster.Admin.CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(ctx, "global-config", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cms.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "global-config", Namespace: ns},
+			Data:       map[string]string{document.DataKey: doc},
+		}, metav1.CreateOptions{})
+	} else if err == nil {
+		cm.Data = map[string]string{document.DataKey: doc}
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startController runs the controller until the test ends and removes
+// what it made.
+func startController(ctx context.Context, t testing.TB, args ...string) *harness.Controller {
+	t.Helper()
+	ctl, err := cluster.StartController(controlBin, "controller-"+strings.ReplaceAll(t.Name(), "/", "-"), append([]string{"--leader-elect=false"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctl.Kill()
+		if t.Failed() {
+			t.Logf("controller log:\n%s", ctl.Log(5000))
+		}
+		bg := context.Background()
+		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(bg, "global-config", metav1.DeleteOptions{})
+		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(bg, controller.StatusName("global-config"), metav1.DeleteOptions{})
+		_ = cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).DeleteCollection(bg, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
+	})
+	return ctl
+}
+
+// Through the controller: the example document takes effect at the
+// gateway, an edit reaches it without a restart, and removing items
+// removes their effect.
+func TestControllerEffects(t *testing.T) {
+	ctx := setup(t)
+	doc := exampleDocument(t)
+	putConfig(ctx, t, doc)
+	startController(ctx, t)
+	for _, o := range desiredObjects(t, doc) {
+		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffect(o, s) })
+	}
+	// Each compressor sits before the router, with Envoy's chunk_size.
+	hcm, err := gateway.Snapshot().GatewayHCM(listenerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range hcm.GetHttpFilters() {
+		names = append(names, f.GetName())
+	}
+	chain := strings.Join(names, ",")
+	if !strings.Contains(chain, "envoy.filters.http.compressor.gzip,envoy.filters.http.compressor.brotli,envoy.filters.http.compressor.zstd,envoy.filters.http.router") {
+		t.Errorf("HTTP filter chain %s: want gzip, brotli, zstd right before the router", chain)
+	}
+	if got := hcm.GetTracing().GetRandomSampling().GetValue(); got != 10 {
+		t.Errorf("tracing sampling %v, want 10 (the document's)", got)
+	}
+	if got := hcm.GetTracing().GetProvider().GetName(); got != envoyfilter.TracerZipkin {
+		t.Errorf("tracing provider %q", got)
+	}
+
+	edited := strings.Replace(doc, "chunkSize: 4096", "chunkSize: 16384", 1)
+	putConfig(ctx, t, edited)
+	for _, o := range desiredObjects(t, edited) {
+		if o.Item() == "gzip" {
+			waitEffect(ctx, t, "edited gzip", func(s xds.Snapshot) error { return inEffect(o, s) })
+		}
+	}
+
+	reduced := strings.Replace(edited, "zstd:\n  enable: true", "zstd:\n  enable: false", 1)
+	if reduced == edited {
+		t.Fatal("the example document has no enabled zstd section to disable")
+	}
+	putConfig(ctx, t, reduced)
+	for _, o := range desiredObjects(t, edited) {
+		if o.Item() == "zstd" {
+			waitEffect(ctx, t, "zstd removed", func(s xds.Snapshot) error { return noneInEffect(o, s) })
+		}
+	}
+}
+
+// istioctlMessages runs istioctl validate on file and returns every
+// message line that is not the generic EnvoyFilter warning.
+func istioctlMessages(ctx context.Context, t *testing.T, file string) []string {
+	t.Helper()
+	bin, err := harness.Binary(harness.EnvIstioctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, bin, "validate", "--kubeconfig="+cluster.AdminKubeconfig, "-f", file).CombinedOutput()
+	var msgs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "* ") && !strings.HasPrefix(line, "Error") {
+			continue
+		}
+		if strings.Contains(line, "EnvoyFilter exposes internal implementation details") {
+			continue
+		}
+		msgs = append(msgs, line)
+	}
+	if err != nil && len(msgs) == 0 {
+		msgs = append(msgs, fmt.Sprintf("istioctl failed: %v: %s", err, out))
+	}
+	return msgs
+}
+
+func TestIstioctlValidate(t *testing.T) {
+	ctx := setup(t)
+	dir := t.TempDir()
+	rendered := filepath.Join(dir, "example.yaml")
+	out, err := exec.CommandContext(ctx, controlBin, "render", "-f", filepath.Join(harness.RepoRoot(), "deploy", "examples", "global-config.yaml")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rendered, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := append([]string{rendered}, goldenOutputs(t)...)
+	checked := 0
+	for _, f := range files {
+		if info, err := os.Stat(f); err != nil || info.Size() == 0 {
+			continue
+		}
+		if msgs := istioctlMessages(ctx, t, f); len(msgs) > 0 {
+			t.Errorf("%s: istioctl validate says:\n%s", f, strings.Join(msgs, "\n"))
+		}
+		checked++
+	}
+	// The check itself can fail: Higress's old gzip typo is reported.
+	bad := filepath.Join(dir, "check_size.yaml")
+	badObj := strings.Replace(string(out), "chunk_size: 4096", "check_size: 4096", 1)
+	if err := os.WriteFile(bad, []byte(badObj), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := istioctlMessages(ctx, t, bad); len(msgs) == 0 || !strings.Contains(strings.Join(msgs, " "), `unknown field "check_size"`) {
+		t.Errorf("istioctl did not report check_size: %v", msgs)
+	}
+	t.Logf("%d files passed istioctl validate", checked)
+}
+
+func TestIstioctlAnalyze(t *testing.T) {
+	ctx := setup(t)
+	putConfig(ctx, t, exampleDocument(t))
+	startController(ctx, t)
+	objs := desiredObjects(t, exampleDocument(t))
+	for _, o := range objs {
+		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffect(o, s) })
+	}
+	bin, err := harness.Binary(harness.EnvIstioctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.CommandContext(ctx, bin, "analyze", "--kubeconfig="+cluster.AdminKubeconfig, "--all-namespaces").CombinedOutput()
+	reported := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, "(EnvoyFilter "+ns+"/"+envoyfilter.NamePrefix) {
+			continue
+		}
+		reported++
+		// Every EnvoyFilter gets this one generic warning; nothing else may
+		// be said about ours.
+		if !strings.Contains(line, "EnvoyFilter exposes internal implementation details") {
+			t.Errorf("istioctl analyze reports on a generated EnvoyFilter: %s", line)
+		}
+	}
+	if reported != len(objs) {
+		t.Errorf("istioctl analyze mentioned our EnvoyFilters %d times, want the generic warning once for each of %d; did it analyze them?", reported, len(objs))
+	}
+	t.Logf("istioctl analyze:\n%s", out)
+}

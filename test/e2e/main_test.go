@@ -1,0 +1,155 @@
+// Package e2e proves, against a real istiod, that each item changes what a
+// gateway proxy receives: a plain xDS client connects as the gateway, and
+// the tests assert on the listeners and clusters istiod sends it. It also
+// runs istioctl over every generated EnvoyFilter.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	networkingv1 "istio.io/api/networking/v1"
+	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/test/harness"
+	"github.com/globalconfig/globalconfig/test/xds"
+)
+
+var (
+	cluster    *harness.Cluster
+	istiod     *harness.Istiod
+	gateway    *xds.Client
+	controlBin string
+	setupErr   error
+)
+
+const (
+	ns           = harness.Namespace
+	gatewayPort  = 80
+	listenerName = "0.0.0.0_80"
+)
+
+// backends are the collector services the golden cases name; Istio builds
+// their outbound clusters only when the services exist.
+var backends = []struct {
+	namespace, name string
+	ports           []int32
+}{
+	{"istio-system", "zipkin", []int32{9411}},
+	{"op-system", "skywalking-oap-server", []int32{11800}},
+	{"observability", "otel-collector", []int32{4317, 4318}},
+	{"datadog", "datadog-agent", []int32{8126}},
+}
+
+// otherNamespaces are targets of golden cases that must not reach the
+// gateway.
+var otherNamespaces = []string{"mesh-config"}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "globalconfig-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	setupErr = func() error {
+		var err error
+		if controlBin, err = harness.BuildController(dir, raceEnabled); err != nil {
+			return err
+		}
+		if cluster, err = harness.StartCluster(ctx, dir); err != nil {
+			return err
+		}
+		if err := createMesh(ctx); err != nil {
+			return err
+		}
+		if istiod, err = cluster.StartIstiod(ctx, "istiod", ""); err != nil {
+			return err
+		}
+		gateway, err = xds.Dial(ctx, istiod.GRPCAddr, xds.GatewayNode())
+		if err != nil {
+			return err
+		}
+		_, err = gateway.WaitFor(ctx, 60*time.Second, func(s xds.Snapshot) bool {
+			_, err := s.GatewayHCM(listenerName)
+			return err == nil
+		})
+		if err != nil {
+			return fmt.Errorf("gateway listener %s: %w\n%s", listenerName, err, istiod.Log(3000))
+		}
+		return nil
+	}()
+	if setupErr != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", setupErr)
+	}
+	code := m.Run()
+	if gateway != nil {
+		gateway.Close()
+	}
+	if istiod != nil {
+		istiod.Kill()
+	}
+	if cluster != nil {
+		cluster.Stop()
+	}
+	return code
+}
+
+// createMesh creates the ingress Gateway and the collector services.
+func createMesh(ctx context.Context) error {
+	gw := &clientnetworkingv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Namespace: ns},
+		Spec: networkingv1.Gateway{
+			Selector: map[string]string{"istio": "ingressgateway"},
+			Servers: []*networkingv1.Server{{
+				Port:  &networkingv1.Port{Number: gatewayPort, Name: "http", Protocol: "HTTP"},
+				Hosts: []string{"*"},
+			}},
+		},
+	}
+	if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create gateway: %w", err)
+	}
+	for _, name := range otherNamespaces {
+		_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for _, b := range backends {
+		_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.namespace}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace}}
+		for _, p := range b.ports {
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("tcp-%d", p), Port: p})
+		}
+		if _, err := cluster.Admin.CoreV1().Services(b.namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create service %s: %w", b.name, err)
+		}
+	}
+	return nil
+}
+
+func setup(t testing.TB) context.Context {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatalf("e2e setup: %v", setupErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,74 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Istiod is a running pilot-discovery against the cluster.
+type Istiod struct {
+	*Process
+	// GRPCAddr is the plaintext xDS address proxies (and the test client)
+	// connect to.
+	GRPCAddr string
+	HTTPAddr string
+}
+
+// StartIstiod starts istiod with meshConfig (YAML; rootNamespace is
+// istio-system when it says nothing else) and waits until /ready answers.
+func (c *Cluster) StartIstiod(ctx context.Context, name, meshConfig string) (*Istiod, error) {
+	bin, err := Binary(EnvPilotDiscovery)
+	if err != nil {
+		return nil, err
+	}
+	ports := make([]int, 4)
+	for i := range ports {
+		if ports[i], err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	meshFile := filepath.Join(c.Dir, name+"-mesh.yaml")
+	if err := os.WriteFile(meshFile, []byte("rootNamespace: istio-system\n"+meshConfig), 0o644); err != nil {
+		return nil, err
+	}
+	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	p, err := Start(c.Dir, name, bin, []string{"discovery",
+		"--kubeconfig=" + c.AdminKubeconfig,
+		"--meshConfig=" + meshFile,
+		"--grpcAddr=" + addr(ports[0]),
+		"--httpAddr=" + addr(ports[1]),
+		"--httpsAddr=" + addr(ports[2]),
+		"--monitoringAddr=" + addr(ports[3]),
+		"--secureGRPCAddr=",
+		"--domain=cluster.local",
+		"--log_output_level=default:warn",
+	}, []string{
+		"POD_NAME=" + name, "POD_NAMESPACE=" + Namespace, "REVISION=default",
+		"VALIDATION_WEBHOOK_CONFIG_NAME=", "INJECTION_WEBHOOK_CONFIG_NAME=",
+	})
+	if err != nil {
+		return nil, err
+	}
+	ist := &Istiod{Process: p, GRPCAddr: addr(ports[0]), HTTPAddr: addr(ports[1])}
+	client := &http.Client{Timeout: 2 * time.Second}
+	ready := Eventually(ctx, 90*time.Second, func() bool {
+		if p.Exited() {
+			return true
+		}
+		resp, err := client.Get("http://" + ist.HTTPAddr + "/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if p.Exited() || !ready {
+		p.Kill()
+		return nil, fmt.Errorf("istiod did not become ready:\n%s", p.Log(4000))
+	}
+	return ist, nil
+}

@@ -1,0 +1,265 @@
+// Package xds is a plain xDS client for tests: it connects to istiod as a
+// gateway proxy would, subscribes to listeners, clusters and routes over
+// ADS (state of the world, with ACKs), and lets tests wait for what istiod
+// sends. It decodes only what tests ask for, so Istio's private filter
+// types (istio.alpn, TypedStruct) never break it.
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Type URLs of the resources the client subscribes to.
+const (
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// GatewayNode is the node of an ingress gateway pod in istio-system with
+// the labels istio: ingressgateway.
+func GatewayNode() *corev3.Node {
+	md, _ := structpb.NewStruct(map[string]any{
+		"ISTIO_VERSION": "1.31.0",
+		"NAMESPACE":     "istio-system",
+		"CLUSTER_ID":    "Kubernetes",
+		"LABELS":        map[string]any{"istio": "ingressgateway"},
+	})
+	return &corev3.Node{Id: "router~10.1.1.1~gw-0.istio-system~istio-system.svc.cluster.local", Metadata: md}
+}
+
+// Snapshot is what istiod last sent.
+type Snapshot struct {
+	Listeners map[string]*listenerv3.Listener
+	Clusters  map[string]*clusterv3.Cluster
+	Routes    map[string]*routev3.RouteConfiguration
+}
+
+// Client is a connected ADS client.
+type Client struct {
+	conn   *grpc.ClientConn
+	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	node   *corev3.Node
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	snap    Snapshot
+	updated chan struct{} // closed and replaced on every update
+	err     error
+	routes  []string // route names subscribed to
+}
+
+// Dial connects to istiod's plaintext gRPC address as node.
+func Dial(ctx context.Context, addr string, node *corev3.Node) (*Client, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(sctx)
+	if err != nil {
+		cancel()
+		conn.Close()
+		return nil, fmt.Errorf("open ADS stream: %w", err)
+	}
+	c := &Client{conn: conn, stream: stream, node: node, cancel: cancel, updated: make(chan struct{}),
+		snap: Snapshot{Listeners: map[string]*listenerv3.Listener{}, Clusters: map[string]*clusterv3.Cluster{}, Routes: map[string]*routev3.RouteConfiguration{}}}
+	for i, typeURL := range []string{ClusterType, ListenerType} {
+		req := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL}
+		if i == 0 {
+			req.Node = node
+		}
+		if err := stream.Send(req); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("subscribe %s: %w", typeURL, err)
+		}
+	}
+	go c.recv()
+	return c, nil
+}
+
+// Close ends the stream.
+func (c *Client) Close() {
+	c.cancel()
+	c.conn.Close()
+}
+
+func (c *Client) recv() {
+	for {
+		resp, err := c.stream.Recv()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if err := c.handle(resp); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+	close(c.updated)
+	c.updated = make(chan struct{})
+}
+
+func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
+	var ackNames []string
+	c.mu.Lock()
+	switch resp.GetTypeUrl() {
+	case ListenerType:
+		c.snap.Listeners = map[string]*listenerv3.Listener{}
+		for _, r := range resp.GetResources() {
+			l := &listenerv3.Listener{}
+			if err := r.UnmarshalTo(l); err != nil {
+				c.mu.Unlock()
+				return fmt.Errorf("decode listener: %w", err)
+			}
+			c.snap.Listeners[l.GetName()] = l
+		}
+	case ClusterType:
+		c.snap.Clusters = map[string]*clusterv3.Cluster{}
+		for _, r := range resp.GetResources() {
+			cl := &clusterv3.Cluster{}
+			if err := r.UnmarshalTo(cl); err != nil {
+				c.mu.Unlock()
+				return fmt.Errorf("decode cluster: %w", err)
+			}
+			c.snap.Clusters[cl.GetName()] = cl
+		}
+	case RouteType:
+		for _, r := range resp.GetResources() {
+			rc := &routev3.RouteConfiguration{}
+			if err := r.UnmarshalTo(rc); err != nil {
+				c.mu.Unlock()
+				return fmt.Errorf("decode route: %w", err)
+			}
+			c.snap.Routes[rc.GetName()] = rc
+		}
+		ackNames = c.routes
+	}
+	routeNames := c.routeNamesLocked()
+	newRoutes := !slices.Equal(routeNames, c.routes)
+	if newRoutes {
+		c.routes = routeNames
+	}
+	close(c.updated)
+	c.updated = make(chan struct{})
+	c.mu.Unlock()
+
+	ack := &discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(), ResourceNames: ackNames}
+	if err := c.stream.Send(ack); err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	if newRoutes && len(routeNames) > 0 {
+		return c.stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: RouteType, ResourceNames: routeNames})
+	}
+	return nil
+}
+
+// routeNamesLocked lists the RDS names the listeners refer to.
+func (c *Client) routeNamesLocked() []string {
+	var names []string
+	for _, l := range c.snap.Listeners {
+		for _, fc := range l.GetFilterChains() {
+			if hcm, err := HCMOf(fc); err == nil && hcm.GetRds() != nil {
+				names = append(names, hcm.GetRds().GetRouteConfigName())
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// HCMOf decodes the HTTP connection manager of a filter chain.
+func HCMOf(fc *listenerv3.FilterChain) (*hcmv3.HttpConnectionManager, error) {
+	for _, f := range fc.GetFilters() {
+		if f.GetName() != "envoy.filters.network.http_connection_manager" {
+			continue
+		}
+		hcm := &hcmv3.HttpConnectionManager{}
+		if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
+			return nil, fmt.Errorf("decode http connection manager: %w", err)
+		}
+		return hcm, nil
+	}
+	return nil, errors.New("no http connection manager")
+}
+
+// Snapshot returns a copy of the current state.
+func (c *Client) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := Snapshot{Listeners: map[string]*listenerv3.Listener{}, Clusters: map[string]*clusterv3.Cluster{}, Routes: map[string]*routev3.RouteConfiguration{}}
+	for k, v := range c.snap.Listeners {
+		out.Listeners[k] = proto.Clone(v).(*listenerv3.Listener)
+	}
+	for k, v := range c.snap.Clusters {
+		out.Clusters[k] = proto.Clone(v).(*clusterv3.Cluster)
+	}
+	for k, v := range c.snap.Routes {
+		out.Routes[k] = proto.Clone(v).(*routev3.RouteConfiguration)
+	}
+	return out
+}
+
+// WaitFor waits until cond holds for what istiod has sent, checking after
+// every response, and returns when the response that made it true arrived.
+func (c *Client) WaitFor(ctx context.Context, timeout time.Duration, cond func(Snapshot) bool) (time.Time, error) {
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		updated, err := c.updated, c.err
+		c.mu.Unlock()
+		if err != nil {
+			return time.Time{}, fmt.Errorf("xds stream: %w", err)
+		}
+		if cond(c.Snapshot()) {
+			return time.Now(), nil
+		}
+		select {
+		case <-updated:
+		case <-deadline:
+			return time.Time{}, fmt.Errorf("condition not met within %v", timeout)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+// GatewayHCM returns the HTTP connection manager of listener name.
+func (s Snapshot) GatewayHCM(name string) (*hcmv3.HttpConnectionManager, error) {
+	l, ok := s.Listeners[name]
+	if !ok {
+		return nil, fmt.Errorf("no listener %q (have %d)", name, len(s.Listeners))
+	}
+	for _, fc := range l.GetFilterChains() {
+		if hcm, err := HCMOf(fc); err == nil {
+			return hcm, nil
+		}
+	}
+	if fc := l.GetDefaultFilterChain(); fc != nil {
+		return HCMOf(fc)
+	}
+	return nil, fmt.Errorf("listener %q has no http connection manager", name)
+}
