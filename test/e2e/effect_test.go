@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	networking "istio.io/api/networking/v1alpha3"
 	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
