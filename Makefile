@@ -48,9 +48,13 @@ test: vet tools
 run: build kube-tools
 	$(GO) run ./test/sandbox --controller $(BIN)/globalconfig
 
-bench: kube-tools
+# Unit benchmarks, then the integration and end-to-end benchmarks against
+# the real components; the end-to-end table is also written to
+# docs/benchmarks.md.
+bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... ./items/... ./envoyfilter/...
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/...
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/integration/
+	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
 
 fuzz:
 	$(GO) test ./pkg/document -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)

@@ -61,6 +61,7 @@ type Client struct {
 	mu      sync.Mutex
 	snap    Snapshot
 	updated chan struct{} // closed and replaced on every update
+	last    time.Time     // when the last response arrived
 	err     error
 	routes  []string // route names subscribed to
 }
@@ -163,6 +164,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 	if newRoutes {
 		c.routes = routeNames
 	}
+	c.last = time.Now()
 	close(c.updated)
 	c.updated = make(chan struct{})
 	c.mu.Unlock()
@@ -224,18 +226,19 @@ func (c *Client) Snapshot() Snapshot {
 }
 
 // WaitFor waits until cond holds for what istiod has sent, checking after
-// every response, and returns when the response that made it true arrived.
+// every response, and returns when the last response arrived — the one
+// that made cond true, unless others followed before the check.
 func (c *Client) WaitFor(ctx context.Context, timeout time.Duration, cond func(Snapshot) bool) (time.Time, error) {
 	deadline := time.After(timeout)
 	for {
 		c.mu.Lock()
-		updated, err := c.updated, c.err
+		updated, err, last := c.updated, c.err, c.last
 		c.mu.Unlock()
 		if err != nil {
 			return time.Time{}, fmt.Errorf("xds stream: %w", err)
 		}
 		if cond(c.Snapshot()) {
-			return time.Now(), nil
+			return last, nil
 		}
 		select {
 		case <-updated:

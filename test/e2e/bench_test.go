@@ -1,0 +1,429 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	gzipv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/gzip/compressor/v3"
+	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/test/harness"
+	"github.com/globalconfig/globalconfig/test/xds"
+)
+
+// Bounds of the benchmark: edits per path, and the unrelated ConfigMaps of
+// the memory comparison.
+const (
+	benchEdits      = 40
+	benchNoOps      = 10
+	benchConfigMaps = 10000
+	handwrittenName = "envoy.filters.http.compressor.handwritten"
+)
+
+func gzipDoc(minContentLength int) string {
+	return fmt.Sprintf("gzip:\n  minContentLength: %d\n  contentType: [application/json]\n", minContentLength)
+}
+
+// minContentLength returns the min_content_length of the compressor filter
+// name at the gateway, or -1.
+func minContentLength(s xds.Snapshot, name string) int {
+	hcm, err := s.GatewayHCM(listenerName)
+	if err != nil {
+		return -1
+	}
+	for _, f := range hcm.GetHttpFilters() {
+		if f.GetName() != name {
+			continue
+		}
+		c := &compressorv3.Compressor{}
+		if f.GetTypedConfig().UnmarshalTo(c) != nil {
+			return -1
+		}
+		return int(c.GetResponseDirectionConfig().GetCommonConfig().GetMinContentLength().GetValue())
+	}
+	return -1
+}
+
+// handwritten is the equivalent EnvoyFilter a user would write by hand.
+func handwritten(minContentLength int) ([]byte, error) {
+	lib, err := anypb.New(&gzipv3.Gzip{ChunkSize: wrapperspb.UInt32(4096)})
+	if err != nil {
+		return nil, err
+	}
+	p, err := envoyfilter.InsertBeforeRouter(handwrittenName, &compressorv3.Compressor{
+		ResponseDirectionConfig: &compressorv3.Compressor_ResponseDirectionConfig{CommonConfig: &compressorv3.Compressor_CommonDirectionConfig{
+			MinContentLength: wrapperspb.UInt32(uint32(minContentLength)), ContentType: []string{"application/json"},
+		}},
+		CompressorLibrary: &corev3.TypedExtensionConfig{Name: "gzip", TypedConfig: lib},
+	})
+	if err != nil {
+		return nil, err
+	}
+	obj, err := envoyfilter.Render("handwritten", 0, envoyfilter.DefaultTarget(), []envoyfilter.Patch{p})
+	if err != nil {
+		return nil, err
+	}
+	obj.Metadata.Name = "handwritten-gzip"
+	obj.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "handwritten"}
+	return json.Marshal(obj)
+}
+
+// BenchmarkPropagation measures, in one run, a ConfigMap edit through the
+// controller and a direct write of an equivalent hand-written EnvoyFilter,
+// each until the gateway's xDS client sees the change; the controller's own
+// share; API writes per edit; controller RSS beside a namespace-wide
+// informer; and render time. It prints a Markdown table and, when
+// $GLOBALCONFIG_BENCH_REPORT names a file, writes the report there.
+func BenchmarkPropagation(b *testing.B) {
+	ctx := setup(b)
+	efs := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns)
+
+	putConfig(ctx, b, gzipDoc(1000))
+	ctl := startController(ctx, b)
+	b.Cleanup(func() { _ = efs.Delete(context.Background(), "handwritten-gzip", metav1.DeleteOptions{}) })
+	body, err := handwritten(1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	force := true
+	if _, err := efs.Patch(ctx, "handwritten-gzip", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "bench", Force: &force}); err != nil {
+		b.Fatal(err)
+	}
+	waitEffect(ctx, b, "both filters", func(s xds.Snapshot) error {
+		if minContentLength(s, "envoy.filters.http.compressor.gzip") != 1000 || minContentLength(s, handwrittenName) != 1000 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	w, err := efs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + envoyfilter.ObjectName("gzip")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+
+	before, err := ctl.Metrics(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "global-config", metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var viaConfigMap, direct, share []time.Duration
+	for i := 1; i <= benchEdits; i++ {
+		// Through the controller: both paths are timed from one write call.
+		v := 1000 + i
+		cm.Data[document.DataKey] = gzipDoc(v)
+		start := time.Now()
+		if cm, err = cluster.Admin.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		stored, err := waitWatch(ctx, w, desiredHash(b, gzipDoc(v)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		seen := waitEffect(ctx, b, "configmap edit", func(s xds.Snapshot) error {
+			if minContentLength(s, "envoy.filters.http.compressor.gzip") != v {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+		viaConfigMap = append(viaConfigMap, seen.Sub(start))
+		share = append(share, stored.Sub(start))
+
+		// The same change written directly.
+		body, err := handwritten(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		if _, err := efs.Patch(ctx, "handwritten-gzip", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "bench", Force: &force}); err != nil {
+			b.Fatal(err)
+		}
+		seen = waitEffect(ctx, b, "direct write", func(s xds.Snapshot) error {
+			if minContentLength(s, handwrittenName) != v {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+		direct = append(direct, seen.Sub(start))
+	}
+	// Let the last sync finish its status write.
+	time.Sleep(200 * time.Millisecond)
+	after, err := ctl.Metrics(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	efWrites := harness.Sum(after, `globalconfig_api_writes_total{resource="envoyfilters",verb="apply"}`) - harness.Sum(before, `globalconfig_api_writes_total{resource="envoyfilters",verb="apply"}`)
+	base := gzipDoc(1000 + benchEdits)
+	for i := range benchNoOps {
+		n := harness.Sum(mustMetrics(ctx, b, ctl), "globalconfig_reconcile_total")
+		putConfig(ctx, b, fmt.Sprintf("# no-op edit %d\n%s", i, base))
+		if !harness.Eventually(ctx, 10*time.Second, func() bool {
+			return harness.Sum(mustMetrics(ctx, b, ctl), "globalconfig_reconcile_total") > n
+		}) {
+			b.Fatal("no reconcile after a no-op edit")
+		}
+	}
+	noop := harness.Sum(mustMetrics(ctx, b, ctl), "globalconfig_api_writes_total") - harness.Sum(after, "globalconfig_api_writes_total")
+
+	rss := measureRSS(ctx, b)
+	renderTime, renderAllocs := measureRender(b)
+
+	r50, r95 := percentile(viaConfigMap, 50), percentile(viaConfigMap, 95)
+	d50, d95 := percentile(direct, 50), percentile(direct, 95)
+	s50, s95 := percentile(share, 50), percentile(share, 95)
+	b.ReportMetric(ms(r50), "configmap-p50-ms")
+	b.ReportMetric(ms(d50), "direct-p50-ms")
+	b.ReportMetric(float64(r50)/float64(d50), "p50-ratio")
+	table := fmt.Sprintf(`| measure | p50 | p95 |
+|---|---|---|
+| ConfigMap edit → gateway xDS, through globalconfig (%d edits) | %.1f ms | %.1f ms |
+| hand-written EnvoyFilter write → gateway xDS (%d writes) | %.1f ms | %.1f ms |
+| ratio, ConfigMap path / direct path | %.3f | %.3f |
+| controller share: ConfigMap update → EnvoyFilter updated in the API server | %.1f ms | %.1f ms |
+
+| measure | value |
+|---|---|
+| EnvoyFilter writes per one-item edit | %.2f |
+| API writes per no-op edit | %.2f (over %d edits) |
+| controller RSS, 0 unrelated ConfigMaps in its namespace | %.1f MiB |
+| controller RSS, %d unrelated ConfigMaps | %.1f MiB |
+| namespace-wide ConfigMap informer RSS, 0 ConfigMaps | %.1f MiB |
+| namespace-wide ConfigMap informer RSS, %d ConfigMaps | %.1f MiB |
+| render of deploy/examples/global-config.yaml (parse, validate, build, strict check; mean of 200) | %.2f ms, %d allocs |
+`, benchEdits, ms(r50), ms(r95), benchEdits, ms(d50), ms(d95), float64(r50)/float64(d50), float64(r95)/float64(d95), ms(s50), ms(s95),
+		efWrites/benchEdits, noop/benchNoOps, benchNoOps,
+		rss.controller0, benchConfigMaps, rss.controller10k, rss.informer0, benchConfigMaps, rss.informer10k,
+		ms(renderTime), int(renderAllocs))
+	fmt.Println()
+	fmt.Print(table)
+	if out := os.Getenv("GLOBALCONFIG_BENCH_REPORT"); out != "" {
+		if err := os.WriteFile(out, []byte(report(table)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// measureRender times the full render of the example document: its mean
+// over renderRuns runs, and its allocations.
+func measureRender(b *testing.B) (time.Duration, float64) {
+	const renderRuns = 200
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "deploy", "examples", "global-config.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	render := func() {
+		doc, err := document.ParseFile(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := manager.Desired(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	render() // warm up
+	start := time.Now()
+	for range renderRuns {
+		render()
+	}
+	return time.Since(start) / renderRuns, testing.AllocsPerRun(20, render)
+}
+
+func mustMetrics(ctx context.Context, b *testing.B, ctl *harness.Controller) map[string]float64 {
+	m, err := ctl.Metrics(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func desiredHash(b *testing.B, doc string) string {
+	for _, o := range desiredObjects(b, doc) {
+		if o.Item() == "gzip" {
+			return o.Hash()
+		}
+	}
+	b.Fatal("no gzip object")
+	return ""
+}
+
+// waitWatch returns when a watch event carries the content hash want.
+func waitWatch(ctx context.Context, w watch.Interface, want string) (time.Time, error) {
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return time.Time{}, fmt.Errorf("watch closed")
+			}
+			if ef, isEF := ev.Object.(*clientnetworking.EnvoyFilter); isEF && ef.Annotations[envoyfilter.AnnotationContentHash] == want {
+				return time.Now(), nil
+			}
+		case <-timeout:
+			return time.Time{}, fmt.Errorf("no EnvoyFilter with hash %s", want)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+type rssFigures struct{ controller0, controller10k, informer0, informer10k float64 }
+
+// measureRSS starts the controller and a namespace-wide informer fresh,
+// with no and then with benchConfigMaps unrelated ConfigMaps in istio-system,
+// and reads their resident memory once their caches are synced.
+func measureRSS(ctx context.Context, b *testing.B) rssFigures {
+	informerBin := filepath.Join(cluster.Dir, "nsinformer")
+	build := exec.Command("go", "build", "-o", informerBin, "./test/nsinformer")
+	build.Dir = harness.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build nsinformer: %v: %s", err, out)
+	}
+	measure := func(label string) (float64, float64) {
+		ctl, err := cluster.StartController(controlBin, "rss-controller-"+label, "--leader-elect=false")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ctl.Kill()
+		inf, err := harness.Start(cluster.Dir, "rss-informer-"+label, informerBin, []string{"--kubeconfig=" + cluster.AdminKubeconfig, "--namespace=" + ns}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer inf.Kill()
+		if !harness.Eventually(ctx, 60*time.Second, func() bool { return ctl.Ready(ctx) && strings.Contains(inf.Log(200), "synced") }) {
+			b.Fatalf("not synced: %s %s", ctl.Log(2000), inf.Log(2000))
+		}
+		time.Sleep(2 * time.Second) // let start-up garbage settle
+		runtime.GC()
+		return rssMiB(b, ctl.Cmd.Process.Pid), rssMiB(b, inf.Cmd.Process.Pid)
+	}
+	var r rssFigures
+	r.controller0, r.informer0 = measure("0")
+	createConfigMaps(ctx, b)
+	b.Cleanup(func() {
+		_ = cluster.Admin.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench=unrelated"})
+	})
+	r.controller10k, r.informer10k = measure("10k")
+	return r
+}
+
+// createConfigMaps creates benchConfigMaps unrelated ConfigMaps of about
+// 1 KiB each, eight at a time.
+func createConfigMaps(ctx context.Context, b *testing.B) {
+	payload := strings.Repeat("x", 1024)
+	jobs := make(chan int)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				_, err := cluster.Admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("unrelated-%05d", i), Labels: map[string]string{"bench": "unrelated"}},
+					Data:       map[string]string{"payload": payload},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	for i := range benchConfigMaps {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatalf("create configmaps: %v", err)
+	default:
+	}
+}
+
+func rssMiB(b *testing.B, pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// report is docs/benchmarks.md: the table and the machine it ran on.
+func report(table string) string {
+	cpu := "unknown"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	mem := "unknown"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if line, _, ok := strings.Cut(string(data), "\n"); ok {
+			mem = strings.Join(strings.Fields(line)[1:], " ")
+		}
+	}
+	return fmt.Sprintf(`# Benchmarks
+
+Written by `+"`make bench`"+` (BenchmarkPropagation in test/e2e); the latest run is below.
+
+- Date: %s
+- Machine: %d cores (%s), %s memory; %s
+- Components: kube-apiserver v1.36.3, etcd v3.6.7 and istiod (istio.io/istio v0.0.0-20260827124520-eed52ebb66ad), all on loopback, started by the test harness; the controller binary without the race detector.
+- Method: both propagation paths run interleaved in one run against the same istiod; each sample is timed from the write (ConfigMap update, or server-side apply of the hand-written EnvoyFilter) until the xDS client, connected as the gateway, receives a listener whose compressor filter carries the new min_content_length. istiod debounces pushes by 100 ms (PILOT_DEBOUNCE_AFTER), which is most of either path. RSS is VmRSS of a freshly started process once its caches are synced.
+
+%s`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpu, mem, runtime.Version(), table)
+}
