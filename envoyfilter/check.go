@@ -83,7 +83,13 @@ func Check(p Patch) (*structpb.Struct, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !proto.Equal(back, p.Value) {
+	// Compare as Structs: packed Any bytes of messages with maps differ
+	// from one marshal to the next, the Struct form does not.
+	again, err := ToStruct(back)
+	if err != nil {
+		return nil, err
+	}
+	if !proto.Equal(again, s) {
 		return nil, fmt.Errorf("%s value changes in its Struct encoding", p.ApplyTo)
 	}
 	if err := Validate(p.ApplyTo, p.Operation, back); err != nil {

@@ -183,3 +183,11 @@ func TestGoldenOutputsPassStrictRoundTrip(t *testing.T) {
 		t.Fatalf("only %d patches found in %d golden outputs; the glob is wrong", checked, len(outs))
 	}
 }
+
+func TestObjectName(t *testing.T) {
+	for item, want := range map[string]string{"gzip": "globalconfig-gzip", "localRateLimit": "globalconfig-local-rate-limit", "accessLog": "globalconfig-access-log"} {
+		if got := envoyfilter.ObjectName(item); got != want {
+			t.Errorf("ObjectName(%q) = %q, want %q", item, got, want)
+		}
+	}
+}

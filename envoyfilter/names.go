@@ -6,6 +6,11 @@
 // It imports neither items nor pkg; items import it.
 package envoyfilter
 
+import (
+	"strings"
+	"unicode"
+)
+
 // Well-known Envoy filter and extension names. Patches match on these;
 // never spell them inline.
 const (
@@ -39,5 +44,20 @@ const (
 	NamePrefix = "globalconfig-"
 )
 
-// ObjectName is the name of the EnvoyFilter generated for item.
-func ObjectName(item string) string { return NamePrefix + item }
+// ObjectName is the name of the EnvoyFilter generated for item: the item
+// key in kebab case, since object names are lower case
+// (localRateLimit → globalconfig-local-rate-limit).
+func ObjectName(item string) string {
+	var b strings.Builder
+	b.WriteString(NamePrefix)
+	for i, r := range item {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -132,3 +132,52 @@ func MergeCluster(name string, c *clusterv3.Cluster) Patch {
 func OutboundCluster(fqdn string, port uint32) string {
 	return fmt.Sprintf("outbound|%d||%s", port, fqdn)
 }
+
+// MergeListeners merges l into every listener of the context.
+func MergeListeners(l *listenerv3.Listener) Patch {
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_LISTENER,
+		Match:     &networking.EnvoyFilter_EnvoyConfigObjectMatch{},
+		Operation: networking.EnvoyFilter_Patch_MERGE,
+		Value:     l,
+	}
+}
+
+// MergeRoutes merges r into every route of every virtual host that routes
+// to a cluster (not redirects or direct responses).
+func MergeRoutes(r *routev3.Route) Patch {
+	return Patch{
+		ApplyTo: networking.EnvoyFilter_HTTP_ROUTE,
+		Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{
+			ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{
+				RouteConfiguration: &networking.EnvoyFilter_RouteConfigurationMatch{
+					Vhost: &networking.EnvoyFilter_RouteConfigurationMatch_VirtualHostMatch{
+						Route: &networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Action: networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch_ROUTE},
+					},
+				},
+			},
+		},
+		Operation: networking.EnvoyFilter_Patch_MERGE,
+		Value:     r,
+	}
+}
+
+// MergeRouteConfigurations merges rc into every route configuration.
+func MergeRouteConfigurations(rc *routev3.RouteConfiguration) Patch {
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_ROUTE_CONFIGURATION,
+		Match:     &networking.EnvoyFilter_EnvoyConfigObjectMatch{},
+		Operation: networking.EnvoyFilter_Patch_MERGE,
+		Value:     rc,
+	}
+}
+
+// MergeClusters merges c into every cluster of the context.
+func MergeClusters(c *clusterv3.Cluster) Patch {
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_CLUSTER,
+		Match:     &networking.EnvoyFilter_EnvoyConfigObjectMatch{},
+		Operation: networking.EnvoyFilter_Patch_MERGE,
+		Value:     c,
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/globalconfig/globalconfig/envoyfilter"
 )
 
@@ -46,6 +48,11 @@ type Registration struct {
 	Priority int32
 	// New returns a fresh item with defaults.
 	New Factory
+	// TopLevel maps document-level keys to keys of this item, for settings
+	// Higress keeps at the top of its document (disableXEnvoyHeaders:
+	// true is headers.disableXEnvoyHeaders: true). Using one creates the
+	// section if it is absent.
+	TopLevel map[string]string
 }
 
 var (
@@ -62,6 +69,9 @@ func Register(r Registration) {
 	}
 	if r.New == nil {
 		panic(fmt.Sprintf("items: Register %q without a factory", r.Name))
+	}
+	if msgs := validation.IsDNS1123Subdomain(envoyfilter.ObjectName(r.Name)); len(msgs) > 0 {
+		panic(fmt.Sprintf("items: %q does not make a valid object name: %v", r.Name, msgs))
 	}
 	mu.Lock()
 	defer mu.Unlock()

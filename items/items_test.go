@@ -34,6 +34,7 @@ func TestRegister(t *testing.T) {
 	mustPanic(t, "twice", func() { items.Register(items.Registration{Name: "test-fake", New: newFake}) })
 	mustPanic(t, "empty name", func() { items.Register(items.Registration{New: newFake}) })
 	mustPanic(t, "without a factory", func() { items.Register(items.Registration{Name: "test-nofactory"}) })
+	mustPanic(t, "valid object name", func() { items.Register(items.Registration{Name: "bad_name!", New: newFake}) })
 	if _, ok := items.Lookup("test-nofactory"); ok {
 		t.Error("a failed registration was kept")
 	}

@@ -3,8 +3,10 @@ package items
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
@@ -140,4 +142,46 @@ func EnumNames(m map[string]int32) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ByteSize is a size in bytes: an integer, or a string with a binary
+// (Ki, Mi, Gi) or decimal (K, M, G) suffix such as "10Mi".
+type ByteSize uint64
+
+// DecodeScalar implements the document decoder's scalar hook.
+func (b *ByteSize) DecodeScalar(tag, value string) error {
+	switch tag {
+	case "!!int":
+		n, err := strconv.ParseUint(value, 0, 64)
+		if err != nil {
+			return fmt.Errorf("must be a non-negative number of bytes, got %s", value)
+		}
+		*b = ByteSize(n)
+		return nil
+	case "!!str":
+		for _, u := range byteUnits {
+			if num, ok := strings.CutSuffix(value, u.suffix); ok {
+				n, err := strconv.ParseUint(num, 10, 64)
+				if err != nil || n > math.MaxUint64/u.factor {
+					break
+				}
+				*b = ByteSize(n * u.factor)
+				return nil
+			}
+		}
+		return fmt.Errorf("must be a size such as 1048576, \"512Ki\" or \"10Mi\", got %q", value)
+	}
+	return fmt.Errorf("expected a size in bytes, got %s", DescribeTag(tag))
+}
+
+// SchemaTypes implements the schema hook.
+func (ByteSize) SchemaTypes() []string { return []string{"integer", "string"} }
+
+// byteUnits are tried in order, so "Mi" is matched before "M".
+var byteUnits = []struct {
+	suffix string
+	factor uint64
+}{
+	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30},
+	{"K", 1e3}, {"M", 1e6}, {"G", 1e9},
 }

@@ -2,8 +2,14 @@
 package all
 
 import (
+	_ "github.com/globalconfig/globalconfig/items/accesslog"
 	_ "github.com/globalconfig/globalconfig/items/brotli"
+	_ "github.com/globalconfig/globalconfig/items/downstream"
 	_ "github.com/globalconfig/globalconfig/items/gzip"
+	_ "github.com/globalconfig/globalconfig/items/headers"
+	_ "github.com/globalconfig/globalconfig/items/localratelimit"
+	_ "github.com/globalconfig/globalconfig/items/requestbody"
 	_ "github.com/globalconfig/globalconfig/items/tracing"
+	_ "github.com/globalconfig/globalconfig/items/upstream"
 	_ "github.com/globalconfig/globalconfig/items/zstd"
 )

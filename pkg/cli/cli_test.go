@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/document"
@@ -30,9 +32,10 @@ func TestRenderExample(t *testing.T) {
 	if code != cli.ExitOK || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
+	// The example uses every item, each enabled.
 	docs := strings.Split(out, "\n---\n")
-	if len(docs) != 4 {
-		t.Fatalf("%d objects rendered, want 4 (tracing, gzip, brotli, zstd)", len(docs))
+	if len(docs) != len(items.All()) {
+		t.Fatalf("%d objects rendered, want one per item (%d)", len(docs), len(items.All()))
 	}
 	for _, d := range docs {
 		var obj envoyfilter.Object
@@ -114,9 +117,21 @@ func TestItemsListsDefaults(t *testing.T) {
 			t.Errorf("items output lacks %q:\n%s", want, out)
 		}
 	}
-	// The listing is itself a valid document.
-	if _, err := document.Parse([]byte(out)); err != nil {
-		t.Errorf("items output is not a valid document: %v", err)
+	// Every registered item is listed, and the listing is YAML that the
+	// decoder reads key for key (some items need values before they validate).
+	for _, r := range items.All() {
+		if !strings.Contains(out, "\n"+r.Name+":\n") && !strings.HasPrefix(out, "# "+r.Name) {
+			t.Errorf("item %s not listed", r.Name)
+		}
+	}
+	_, err := document.Parse([]byte(out))
+	var de *document.Error
+	if errors.As(err, &de) {
+		for _, p := range de.Problems {
+			if strings.Contains(p.Msg, "unknown") || strings.Contains(p.Msg, "expected") {
+				t.Errorf("items output does not decode: %v", p)
+			}
+		}
 	}
 }
 

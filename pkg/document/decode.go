@@ -340,3 +340,16 @@ func describe(n *yaml.Node) string {
 	}
 	return items.DescribeTag(n.ShortTag())
 }
+
+// decodeField decodes n into the key named key of the struct v, reporting
+// problems at path.
+func (d *decoder) decodeField(n *yaml.Node, v reflect.Value, key, path string) {
+	for _, f := range fieldsOf(v.Type()) {
+		if f.name == key {
+			d.lines[path] = n.Line
+			d.decode(n, v.FieldByIndex(f.index), path)
+			return
+		}
+	}
+	d.fail(n, path, "internal: no key %q in %s", key, v.Type())
+}

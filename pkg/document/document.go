@@ -111,8 +111,13 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		return
 	}
 	known := []string{TargetKey}
+	aliases := map[string]items.Registration{}
 	for _, r := range items.All() {
 		known = append(known, r.Name)
+		for top := range r.TopLevel {
+			known = append(known, top)
+			aliases[top] = r
+		}
 	}
 	// The document target first: item targets lay over it.
 	type pending struct {
@@ -121,9 +126,15 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		override envoyfilter.Target
 	}
 	var sections []pending
+	// Top-level keys that belong to an item: item name → key → node.
+	topLevel := map[string][]aliasNode{}
 	d.eachKey(n, "", func(key string, kn, vn *yaml.Node) {
 		if key == TargetKey {
 			d.decodeTarget(vn, &doc.Target, TargetKey)
+			return
+		}
+		if reg, ok := aliases[key]; ok {
+			topLevel[reg.Name] = append(topLevel[reg.Name], aliasNode{top: key, field: reg.TopLevel[key], node: vn})
 			return
 		}
 		reg, ok := items.Lookup(key)
@@ -137,7 +148,17 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		sections = append(sections, pending{reg: reg, node: vn})
 	})
 	for _, p := range sections {
-		doc.Sections = append(doc.Sections, d.decodeSection(p.reg, p.node, doc.Target))
+		doc.Sections = append(doc.Sections, d.decodeSection(p.reg, p.node, doc.Target, topLevel[p.reg.Name]))
+		delete(topLevel, p.reg.Name)
+	}
+	// Items set only through top-level keys get a section of defaults.
+	for name, nodes := range topLevel {
+		reg, _ := items.Lookup(name)
+		empty := &yaml.Node{Kind: yaml.MappingNode, Line: nodes[0].node.Line}
+		// The section exists only through these keys: its problems belong
+		// to them, and it is only validated when they decoded.
+		d.lines[reg.Name] = nodes[0].node.Line
+		doc.Sections = append(doc.Sections, d.decodeSection(reg, empty, doc.Target, nodes))
 	}
 	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
 }
@@ -160,7 +181,13 @@ func (d *decoder) addValidation(prefix string, err error) {
 	}
 }
 
-func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target) Section {
+// aliasNode is a top-level key that sets a key of an item.
+type aliasNode struct {
+	top, field string
+	node       *yaml.Node
+}
+
+func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, top []aliasNode) Section {
 	s := Section{Name: reg.Name, Priority: reg.Priority, Item: reg.New(), Target: docTarget}
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -173,6 +200,19 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 		}
 	}
 	d.decodeStruct(n, reflect.ValueOf(s.Item).Elem(), reg.Name, map[string]bool{TargetKey: true})
+	for _, a := range top {
+		if n.Kind == yaml.MappingNode && mappingValue(n, a.field) != nil {
+			d.fail(a.node, a.top, "is also set as %s.%s; set it once", reg.Name, a.field)
+			continue
+		}
+		before := len(d.errs)
+		d.decodeField(a.node, reflect.ValueOf(s.Item).Elem(), a.field, a.top)
+		if len(d.errs) > before && len(n.Content) == 0 {
+			d.failed[reg.Name] = true // a section made only of a broken key
+		}
+		// Validation reports the item's key; point it at the line used.
+		d.lines[fielderr.Join(reg.Name, a.field)] = a.node.Line
+	}
 	d.addValidation(reg.Name, s.Item.Validate())
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/items/gzip"
+	"github.com/globalconfig/globalconfig/items/headers"
 	"github.com/globalconfig/globalconfig/items/tracing"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
@@ -46,7 +47,7 @@ func TestValidationMessages(t *testing.T) {
 		{
 			name: "unknown item far from any",
 			src:  "compression: {}\n",
-			want: []string{`01: compression: unknown item; expected one of: brotli, gzip, target, tracing, zstd`},
+			want: []string{`01: compression: unknown item; expected one of: accessLog, addXRealIpHeader, brotli, disableXEnvoyHeaders, downstream, gzip, headers, localRateLimit, requestBody, target, tracing, upstream, zstd`},
 		},
 		{
 			name: "misspelled key",
@@ -236,6 +237,21 @@ func TestDefaultsAndPresence(t *testing.T) {
 	}
 	if g := section(t, doc, "gzip").Item.(*gzip.Gzip); g.ChunkSize != gzip.MinChunkSize {
 		t.Errorf("null chunkSize gave %d, want the default", g.ChunkSize)
+	}
+}
+
+func TestHigressTopLevelKeys(t *testing.T) {
+	doc, err := document.Parse([]byte("disableXEnvoyHeaders: true\naddXRealIpHeader: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := section(t, doc, "headers").Item.(*headers.Headers)
+	if !h.DisableXEnvoyHeaders || h.AddXRealIPHeader {
+		t.Errorf("top-level keys decoded as %+v", h)
+	}
+	got := problems(t, "disableXEnvoyHeaders: yes\n")
+	if len(got) != 1 || got[0] != "01: disableXEnvoyHeaders: expected true or false, got a string" {
+		t.Errorf("problems %q", got)
 	}
 }
 

@@ -2,6 +2,7 @@ package document
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -48,6 +49,11 @@ func JSONSchema() *Schema {
 		s.Type = append(s.Type, "null")
 		s.Properties[TargetKey] = target
 		root.Properties[r.Name] = s
+		for top, key := range r.TopLevel {
+			alias := *s.Properties[key]
+			alias.Description = fmt.Sprintf("Same as %s.%s (Higress writes it at the top level).", r.Name, key)
+			root.Properties[top] = &alias
+		}
 	}
 	return root
 }

@@ -48,12 +48,13 @@ func waitEffect(ctx context.Context, t testing.TB, what string, check func(xds.S
 	return at
 }
 
-// sentinel applies an EnvoyFilter that sets the HCM server_name to a fresh
+// sentinel applies an EnvoyFilter that sets the HCM via header to a fresh
 // value and waits for it, proving istiod has processed every earlier write.
+// No item sets via.
 func sentinel(ctx context.Context, t *testing.T, n int) {
 	t.Helper()
 	name := fmt.Sprintf("sentinel-%d", n)
-	p, err := envoyfilter.MergeHCM(&hcmv3.HttpConnectionManager{ServerName: name})
+	p, err := envoyfilter.MergeHCM(&hcmv3.HttpConnectionManager{Via: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +76,8 @@ func sentinel(ctx context.Context, t *testing.T, n int) {
 		if err != nil {
 			return err
 		}
-		if hcm.GetServerName() != name {
-			return fmt.Errorf("server_name %q", hcm.GetServerName())
+		if hcm.GetVia() != name {
+			return fmt.Errorf("via %q", hcm.GetVia())
 		}
 		return nil
 	})

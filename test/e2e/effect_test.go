@@ -24,6 +24,9 @@ var (
 	gatewayVersion = "1.31.0"
 )
 
+// gatewayRoute is the RDS route configuration of the gateway's port 80.
+const gatewayRoute = "http.80"
+
 // readObjects reads a YAML stream of EnvoyFilters.
 func readObjects(t testing.TB, path string) []*envoyfilter.Object {
 	t.Helper()
@@ -98,40 +101,104 @@ func patchInEffect(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch, s xds.Snap
 	if err != nil {
 		return err
 	}
-	switch want := value.(type) {
-	case *hcmv3.HttpFilter:
+	merge := cp.GetPatch().GetOperation() == networking.EnvoyFilter_Patch_MERGE
+	switch cp.GetApplyTo() {
+	case networking.EnvoyFilter_HTTP_FILTER:
 		hcm, err := s.GatewayHCM(listenerName)
 		if err != nil {
 			return err
 		}
+		want := value.(*hcmv3.HttpFilter)
+		if merge {
+			return httpFilterMerged(hcm, want)
+		}
 		return httpFilterBeforeRouter(hcm, want)
-	case *listenerv3.Filter:
+	case networking.EnvoyFilter_NETWORK_FILTER:
 		hcm, err := s.GatewayHCM(listenerName)
 		if err != nil {
 			return err
 		}
 		wantHCM := &hcmv3.HttpConnectionManager{}
-		if err := want.GetTypedConfig().UnmarshalTo(wantHCM); err != nil {
+		if err := value.(*listenerv3.Filter).GetTypedConfig().UnmarshalTo(wantHCM); err != nil {
 			return err
 		}
 		if !xds.Contains(hcm, wantHCM) {
 			return fmt.Errorf("the gateway's HCM does not carry the merged fields")
 		}
 		return nil
-	default:
-		if cp.GetApplyTo() != networking.EnvoyFilter_CLUSTER {
-			return fmt.Errorf("no effect check for %s", cp.GetApplyTo())
+	case networking.EnvoyFilter_LISTENER:
+		l, ok := s.Listeners[listenerName]
+		if !ok || !xds.Contains(l, value) {
+			return fmt.Errorf("listener %s does not carry the merged fields", listenerName)
 		}
-		name := cp.GetMatch().GetCluster().GetName()
-		cl, ok := s.Clusters[name]
+		return nil
+	case networking.EnvoyFilter_ROUTE_CONFIGURATION:
+		rc, ok := s.Routes[gatewayRoute]
+		if !ok || !xds.Contains(rc, value) {
+			return fmt.Errorf("route configuration %s does not carry the merged fields", gatewayRoute)
+		}
+		return nil
+	case networking.EnvoyFilter_HTTP_ROUTE:
+		rc, ok := s.Routes[gatewayRoute]
 		if !ok {
-			return fmt.Errorf("no cluster %q", name)
+			return fmt.Errorf("no route configuration %s", gatewayRoute)
 		}
-		if !xds.Contains(cl, value) {
-			return fmt.Errorf("cluster %q does not carry the merged fields", name)
+		n := 0
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if r.GetRoute() == nil {
+					continue // redirects and direct responses aren't matched
+				}
+				n++
+				if !xds.Contains(r, value) {
+					return fmt.Errorf("route %q of %s does not carry the merged fields", r.GetName(), vh.GetName())
+				}
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("no routes in %s to check", gatewayRoute)
+		}
+		return nil
+	case networking.EnvoyFilter_CLUSTER:
+		if name := cp.GetMatch().GetCluster().GetName(); name != "" {
+			cl, ok := s.Clusters[name]
+			if !ok {
+				return fmt.Errorf("no cluster %q", name)
+			}
+			if !xds.Contains(cl, value) {
+				return fmt.Errorf("cluster %q does not carry the merged fields", name)
+			}
+			return nil
+		}
+		n := 0
+		for name, cl := range s.Clusters {
+			if !strings.HasPrefix(name, "outbound|") {
+				continue
+			}
+			n++
+			if !xds.Contains(cl, value) {
+				return fmt.Errorf("cluster %q does not carry the merged fields", name)
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("no outbound clusters to check")
 		}
 		return nil
 	}
+	return fmt.Errorf("no effect check for %s", cp.GetApplyTo())
+}
+
+// httpFilterMerged checks that the filter want names carries want's config.
+func httpFilterMerged(hcm *hcmv3.HttpConnectionManager, want *hcmv3.HttpFilter) error {
+	for _, f := range hcm.GetHttpFilters() {
+		if f.GetName() == want.GetName() {
+			if !xds.Contains(f, want) {
+				return fmt.Errorf("filter %s does not carry the merged fields", want.GetName())
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no filter %s", want.GetName())
 }
 
 // httpFilterBeforeRouter checks that want sits before the router with the

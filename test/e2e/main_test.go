@@ -84,7 +84,8 @@ func run(m *testing.M) int {
 		}
 		_, err = gateway.WaitFor(ctx, 60*time.Second, func(s xds.Snapshot) bool {
 			_, err := s.GatewayHCM(listenerName)
-			return err == nil
+			rc := s.Routes[gatewayRoute]
+			return err == nil && len(rc.GetVirtualHosts()) > 0 && len(rc.GetVirtualHosts()[0].GetRoutes()) > 0
 		})
 		if err != nil {
 			return fmt.Errorf("gateway listener %s: %w\n%s", listenerName, err, istiod.Log(3000))
@@ -121,6 +122,22 @@ func createMesh(ctx context.Context) error {
 	}
 	if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create gateway: %w", err)
+	}
+	// A route through the gateway, so route patches have something to patch.
+	vs := &clientnetworkingv1.VirtualService{
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress-routes", Namespace: ns},
+		Spec: networkingv1.VirtualService{
+			Hosts:    []string{"*"},
+			Gateways: []string{"ingress"},
+			Http: []*networkingv1.HTTPRoute{{
+				Route: []*networkingv1.HTTPRouteDestination{{Destination: &networkingv1.Destination{
+					Host: "zipkin.istio-system.svc.cluster.local", Port: &networkingv1.PortSelector{Number: 9411},
+				}}},
+			}},
+		},
+	}
+	if _, err := cluster.Istio.NetworkingV1().VirtualServices(ns).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create virtual service: %w", err)
 	}
 	for _, name := range otherNamespaces {
 		_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})

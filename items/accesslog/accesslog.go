@@ -1,0 +1,123 @@
+// Package accesslog is the `accessLog` item: a file access log on every
+// HTTP connection manager, as text or JSON, optionally only for some status
+// codes.
+package accesslog
+
+import (
+	"sort"
+	"strings"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Name is the item's key in the document.
+const Name = "accessLog"
+
+// Defaults.
+const (
+	// DefaultPath is the proxy's standard output, which kubectl logs shows.
+	DefaultPath = "/dev/stdout"
+	// FileLogger is Envoy's file access logger.
+	FileLogger = "envoy.access_loggers.file"
+	// runtimeKey lets an operator override the status filter at run time.
+	runtimeKey = "globalconfig.access_log.min_status"
+)
+
+// AccessLog is the `accessLog` section.
+type AccessLog struct {
+	items.Toggle
+	Path          string            `json:"path" doc:"File the proxy writes to (default /dev/stdout)."`
+	Format        string            `json:"format" doc:"Text format with Envoy command operators, e.g. \"[%START_TIME%] %REQ(:METHOD)% %RESPONSE_CODE%\\n\"; Envoy's default format when neither format nor json is given."`
+	JSON          map[string]string `json:"json" doc:"JSON log lines: field name → Envoy command operator, e.g. status: \"%RESPONSE_CODE%\"."`
+	MinStatusCode *uint32           `json:"minStatusCode" doc:"Log only responses with at least this status code, e.g. 400 (status_code_filter GE)."`
+}
+
+var _ items.Item = (*AccessLog)(nil)
+
+func init() {
+	items.Register(items.Registration{
+		Name:     Name,
+		Summary:  "A file access log, text or JSON, optionally filtered by status code.",
+		Priority: envoyfilter.PriorityObservability + 1,
+		New:      func() items.Item { return &AccessLog{Toggle: items.Toggle{Enable: true}, Path: DefaultPath} },
+	})
+}
+
+// Validate implements items.Item.
+func (a *AccessLog) Validate() error {
+	var p items.Problems
+	if !strings.HasPrefix(a.Path, "/") {
+		p.Addf("path", "must be an absolute file path, got %q", a.Path)
+	}
+	if a.Format != "" && len(a.JSON) > 0 {
+		p.Addf("json", "give either format or json, not both")
+	}
+	if strings.Contains(a.Format, "\x00") {
+		p.Addf("format", "must not contain NUL")
+	}
+	for _, k := range sortedKeys(a.JSON) {
+		if a.JSON[k] == "" {
+			p.Addf("json."+k, "needs a command operator or text")
+		}
+	}
+	if v := a.MinStatusCode; v != nil {
+		items.CheckRange(&p, "minStatusCode", *v, 100, 599)
+	}
+	return p.Err()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Build implements items.Item.
+func (a *AccessLog) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+	file := &filev3.FileAccessLog{Path: a.Path}
+	switch {
+	case a.Format != "":
+		file.AccessLogFormat = &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
+			Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
+				Specifier: &corev3.DataSource_InlineString{InlineString: a.Format},
+			}},
+		}}
+	case len(a.JSON) > 0:
+		fields := map[string]*structpb.Value{}
+		for k, v := range a.JSON {
+			fields[k] = structpb.NewStringValue(v)
+		}
+		file.AccessLogFormat = &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
+			Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: &structpb.Struct{Fields: fields}},
+		}}
+	}
+	typed, err := anypb.New(file)
+	if err != nil {
+		return nil, err
+	}
+	log := &accesslogv3.AccessLog{Name: FileLogger, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: typed}}
+	if v := a.MinStatusCode; v != nil {
+		log.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_StatusCodeFilter{
+			StatusCodeFilter: &accesslogv3.StatusCodeFilter{Comparison: &accesslogv3.ComparisonFilter{
+				Op:    accesslogv3.ComparisonFilter_GE,
+				Value: &corev3.RuntimeUInt32{DefaultValue: *v, RuntimeKey: runtimeKey},
+			}},
+		}}
+	}
+	p, err := envoyfilter.MergeHCM(&hcmv3.HttpConnectionManager{AccessLog: []*accesslogv3.AccessLog{log}})
+	if err != nil {
+		return nil, err
+	}
+	return []envoyfilter.Patch{p}, nil
+}

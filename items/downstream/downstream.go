@@ -1,0 +1,150 @@
+// Package downstream is the `downstream` item: timeouts, header limits,
+// buffer limits and HTTP/2 settings of the connections clients open to the
+// proxy, in Higress's higress-config shape.
+package downstream
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Name is the item's key in the document.
+const Name = "downstream"
+
+// Envoy's limits.
+const (
+	// MaxRequestHeadersKb is Envoy's ceiling for max_request_headers_kb.
+	MaxRequestHeadersKb = 8192
+	// MaxHTTP2 is the HTTP/2 maximum for streams and window sizes (2^31-1).
+	MaxHTTP2 = 2147483647
+	// MinHTTP2Window is the smallest HTTP/2 window Envoy accepts.
+	MinHTTP2Window = 65535
+)
+
+// Downstream is the `downstream` section. Every key is optional: a key not
+// given leaves Istio's and Envoy's default in place.
+type Downstream struct {
+	items.Toggle
+	IdleTimeout            *items.Seconds `json:"idleTimeout" doc:"Close a client connection idle this long (HCM common_http_protocol_options.idle_timeout); integer seconds or a duration."`
+	StreamIdleTimeout      *items.Seconds `json:"streamIdleTimeout" doc:"Reset a request stream idle this long (HCM stream_idle_timeout); kept separate from idleTimeout."`
+	RequestTimeout         *items.Seconds `json:"requestTimeout" doc:"Time to receive the whole request (HCM request_timeout); 0 disables."`
+	RequestHeadersTimeout  *items.Seconds `json:"requestHeadersTimeout" doc:"Time to receive the request headers (HCM request_headers_timeout); 0 disables."`
+	MaxRequestHeadersKb    *uint32        `json:"maxRequestHeadersKb" doc:"Largest request header block, 1 to 8192 KiB (HCM max_request_headers_kb)."`
+	MaxHeadersCount        *uint32        `json:"maxHeadersCount" doc:"Most request headers, at least 1 (HCM common_http_protocol_options.max_headers_count)."`
+	ConnectionBufferLimits *uint32        `json:"connectionBufferLimits" doc:"Per-connection read and write buffer, bytes (listener per_connection_buffer_limit_bytes)."`
+	HTTP2                  *HTTP2         `json:"http2" doc:"HTTP/2 settings towards clients (HCM http2_protocol_options)."`
+	RouteTimeout           *items.Seconds `json:"routeTimeout" doc:"Upstream response timeout of every route (route.timeout); 0 disables."`
+}
+
+// HTTP2 is the `http2` sub-section.
+type HTTP2 struct {
+	MaxConcurrentStreams        *uint32 `json:"maxConcurrentStreams" doc:"1 to 2147483647."`
+	InitialStreamWindowSize     *uint32 `json:"initialStreamWindowSize" doc:"65535 to 2147483647 bytes."`
+	InitialConnectionWindowSize *uint32 `json:"initialConnectionWindowSize" doc:"65535 to 2147483647 bytes."`
+}
+
+var _ items.Item = (*Downstream)(nil)
+
+func init() {
+	items.Register(items.Registration{
+		Name:     Name,
+		Summary:  "Client-side connection settings: timeouts, header and buffer limits, HTTP/2 (Higress-compatible).",
+		Priority: envoyfilter.PriorityConnection,
+		New:      func() items.Item { return &Downstream{Toggle: items.Toggle{Enable: true}} },
+	})
+}
+
+// Validate implements items.Item.
+func (d *Downstream) Validate() error {
+	var p items.Problems
+	if v := d.MaxRequestHeadersKb; v != nil {
+		items.CheckRange(&p, "maxRequestHeadersKb", *v, 1, MaxRequestHeadersKb)
+	}
+	if v := d.MaxHeadersCount; v != nil && *v < 1 {
+		p.Addf("maxHeadersCount", "must be at least 1, got %d", *v)
+	}
+	if h := d.HTTP2; h != nil {
+		if v := h.MaxConcurrentStreams; v != nil {
+			items.CheckRange(&p, "http2.maxConcurrentStreams", *v, 1, MaxHTTP2)
+		}
+		if v := h.InitialStreamWindowSize; v != nil {
+			items.CheckRange(&p, "http2.initialStreamWindowSize", *v, MinHTTP2Window, MaxHTTP2)
+		}
+		if v := h.InitialConnectionWindowSize; v != nil {
+			items.CheckRange(&p, "http2.initialConnectionWindowSize", *v, MinHTTP2Window, MaxHTTP2)
+		}
+	}
+	if d.Enable && d.empty() {
+		p.Addf("", "sets nothing; give at least one key, or remove the section")
+	}
+	return p.Err()
+}
+
+func (d *Downstream) empty() bool {
+	return d.IdleTimeout == nil && d.StreamIdleTimeout == nil && d.RequestTimeout == nil && d.RequestHeadersTimeout == nil &&
+		d.MaxRequestHeadersKb == nil && d.MaxHeadersCount == nil && d.ConnectionBufferLimits == nil && d.HTTP2 == nil && d.RouteTimeout == nil
+}
+
+func duration(s *items.Seconds) *durationpb.Duration {
+	if s == nil {
+		return nil
+	}
+	return durationpb.New(s.Duration)
+}
+
+func uint32Value(v *uint32) *wrapperspb.UInt32Value {
+	if v == nil {
+		return nil
+	}
+	return wrapperspb.UInt32(*v)
+}
+
+// Build implements items.Item.
+func (d *Downstream) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+	var patches []envoyfilter.Patch
+	hcm := &hcmv3.HttpConnectionManager{
+		StreamIdleTimeout:     duration(d.StreamIdleTimeout),
+		RequestTimeout:        duration(d.RequestTimeout),
+		RequestHeadersTimeout: duration(d.RequestHeadersTimeout),
+		MaxRequestHeadersKb:   uint32Value(d.MaxRequestHeadersKb),
+	}
+	if d.IdleTimeout != nil || d.MaxHeadersCount != nil {
+		hcm.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{
+			IdleTimeout:     duration(d.IdleTimeout),
+			MaxHeadersCount: uint32Value(d.MaxHeadersCount),
+		}
+	}
+	if h := d.HTTP2; h != nil {
+		hcm.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{
+			MaxConcurrentStreams:        uint32Value(h.MaxConcurrentStreams),
+			InitialStreamWindowSize:     uint32Value(h.InitialStreamWindowSize),
+			InitialConnectionWindowSize: uint32Value(h.InitialConnectionWindowSize),
+		}
+	}
+	if hcm.StreamIdleTimeout != nil || hcm.RequestTimeout != nil || hcm.RequestHeadersTimeout != nil ||
+		hcm.MaxRequestHeadersKb != nil || hcm.CommonHttpProtocolOptions != nil || hcm.Http2ProtocolOptions != nil {
+		p, err := envoyfilter.MergeHCM(hcm)
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, p)
+	}
+	if d.ConnectionBufferLimits != nil {
+		patches = append(patches, envoyfilter.MergeListeners(&listenerv3.Listener{
+			PerConnectionBufferLimitBytes: wrapperspb.UInt32(*d.ConnectionBufferLimits),
+		}))
+	}
+	if d.RouteTimeout != nil {
+		patches = append(patches, envoyfilter.MergeRoutes(&routev3.Route{
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{Timeout: duration(d.RouteTimeout)}},
+		}))
+	}
+	return patches, nil
+}

@@ -1,0 +1,205 @@
+// Package headers is the `headers` item: x-envoy headers, x-real-ip, the
+// server header, request ids, X-Forwarded-For trust and global response
+// headers. Higress's top-level disableXEnvoyHeaders and addXRealIpHeader
+// keys are accepted as they are.
+package headers
+
+import (
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"golang.org/x/net/http/httpguts"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Name is the item's key in the document.
+const Name = "headers"
+
+// RealIPHeader is the header addXRealIpHeader sets, and RealIPValue the
+// Envoy command operator for the client address it carries.
+const (
+	RealIPHeader = "x-real-ip"
+	RealIPValue  = "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%"
+)
+
+// Headers is the `headers` section.
+type Headers struct {
+	items.Toggle
+	DisableXEnvoyHeaders bool              `json:"disableXEnvoyHeaders" doc:"Stop adding x-envoy-* headers (router suppress_envoy_headers, merged, never replaced)."`
+	AddXRealIPHeader     bool              `json:"addXRealIpHeader" doc:"Set x-real-ip to the client address on requests to services."`
+	Server               *Server           `json:"server" doc:"The response server header."`
+	RequestID            *RequestID        `json:"requestId" doc:"x-request-id handling."`
+	XFF                  *XFF              `json:"xff" doc:"X-Forwarded-For trust."`
+	ResponseHeaders      map[string]string `json:"responseHeaders" doc:"Headers set on every response, e.g. strict-transport-security."`
+}
+
+// Server is the server header policy.
+type Server struct {
+	Mode ServerMode `json:"mode" doc:"passThrough (the service's header, if any), overwrite (always name), appendIfAbsent (name when the service sent none) or strip."`
+	Name string     `json:"name" doc:"The value for overwrite and appendIfAbsent."`
+}
+
+// ServerMode says what happens to the server header.
+type ServerMode string
+
+// Values lists the modes.
+func (ServerMode) Values() []string {
+	return []string{"passThrough", "overwrite", "appendIfAbsent", "strip"}
+}
+
+// RequestID is the request id policy.
+type RequestID struct {
+	Generate         *bool `json:"generate" doc:"Generate x-request-id when the request has none (HCM generate_request_id)."`
+	PreserveExternal *bool `json:"preserveExternal" doc:"Keep x-request-id sent by external clients (HCM preserve_external_request_id)."`
+}
+
+// XFF is the X-Forwarded-For policy.
+type XFF struct {
+	UseRemoteAddress *bool   `json:"useRemoteAddress" doc:"Take the client address from the connection, not from X-Forwarded-For (HCM use_remote_address)."`
+	TrustedHops      *uint32 `json:"trustedHops" doc:"Proxies in front of this one whose X-Forwarded-For entries are trusted (HCM xff_num_trusted_hops)."`
+}
+
+var _ items.Item = (*Headers)(nil)
+
+func init() {
+	items.Register(items.Registration{
+		Name:     Name,
+		Summary:  "Header policy: x-envoy headers, x-real-ip, server header, request ids, X-Forwarded-For, response headers.",
+		Priority: envoyfilter.PriorityHeaders,
+		New:      func() items.Item { return &Headers{Toggle: items.Toggle{Enable: true}} },
+		TopLevel: map[string]string{"disableXEnvoyHeaders": "disableXEnvoyHeaders", "addXRealIpHeader": "addXRealIpHeader"},
+	})
+}
+
+// Validate implements items.Item.
+func (h *Headers) Validate() error {
+	var p items.Problems
+	if s := h.Server; s != nil {
+		needsName := s.Mode == "overwrite" || s.Mode == "appendIfAbsent"
+		switch {
+		case s.Mode == "":
+			p.Addf("server.mode", "is required")
+		case needsName && s.Name == "":
+			p.Addf("server.name", "is required for mode %s", s.Mode)
+		case !needsName && s.Name != "":
+			p.Addf("server.name", "only applies to modes overwrite and appendIfAbsent")
+		}
+		if s.Name != "" && !httpguts.ValidHeaderFieldValue(s.Name) {
+			p.Addf("server.name", "must be a valid header value")
+		}
+	}
+	for _, name := range sortedKeys(h.ResponseHeaders) {
+		path := "responseHeaders." + name
+		switch {
+		case !httpguts.ValidHeaderFieldName(name) || strings.HasPrefix(name, ":"):
+			p.Addf(path, "must be a valid HTTP header name")
+		case strings.ToLower(name) != name:
+			p.Addf(path, "must be lower case (%q)", strings.ToLower(name))
+		case name == "host" || name == "server":
+			p.Addf(path, "can't be set here; use server for the server header")
+		}
+		if !httpguts.ValidHeaderFieldValue(h.ResponseHeaders[name]) {
+			p.Addf(path, "must be a valid header value (no control characters)")
+		}
+	}
+	if h.Enable && !h.DisableXEnvoyHeaders && !h.AddXRealIPHeader && h.Server == nil && h.RequestID == nil && h.XFF == nil && len(h.ResponseHeaders) == 0 {
+		p.Addf("", "sets nothing; give at least one key, or remove the section")
+	}
+	return p.Err()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func boolValue(b *bool) *wrapperspb.BoolValue {
+	if b == nil {
+		return nil
+	}
+	return wrapperspb.Bool(*b)
+}
+
+// Build implements items.Item.
+func (h *Headers) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+	var patches []envoyfilter.Patch
+	if h.DisableXEnvoyHeaders {
+		p, err := envoyfilter.MergeRouter(&routerv3.Router{SuppressEnvoyHeaders: true})
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, p)
+	}
+
+	hcm := &hcmv3.HttpConnectionManager{}
+	setHCM := false
+	if s := h.Server; s != nil {
+		setHCM = true
+		switch s.Mode {
+		case "overwrite":
+			hcm.ServerHeaderTransformation = hcmv3.HttpConnectionManager_OVERWRITE
+			hcm.ServerName = s.Name
+		case "appendIfAbsent":
+			hcm.ServerHeaderTransformation = hcmv3.HttpConnectionManager_APPEND_IF_ABSENT
+			hcm.ServerName = s.Name
+		default: // passThrough, strip
+			hcm.ServerHeaderTransformation = hcmv3.HttpConnectionManager_PASS_THROUGH
+		}
+	}
+	if r := h.RequestID; r != nil {
+		setHCM = true
+		hcm.GenerateRequestId = boolValue(r.Generate)
+		if r.PreserveExternal != nil {
+			hcm.PreserveExternalRequestId = *r.PreserveExternal
+		}
+	}
+	if x := h.XFF; x != nil {
+		setHCM = true
+		hcm.UseRemoteAddress = boolValue(x.UseRemoteAddress)
+		if x.TrustedHops != nil {
+			hcm.XffNumTrustedHops = *x.TrustedHops
+		}
+	}
+	if setHCM {
+		p, err := envoyfilter.MergeHCM(hcm)
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, p)
+	}
+
+	rc := &routev3.RouteConfiguration{}
+	if h.AddXRealIPHeader {
+		rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, overwrite(RealIPHeader, RealIPValue))
+	}
+	for _, name := range sortedKeys(h.ResponseHeaders) {
+		rc.ResponseHeadersToAdd = append(rc.ResponseHeadersToAdd, overwrite(name, h.ResponseHeaders[name]))
+	}
+	if h.Server != nil && h.Server.Mode == "strip" {
+		// Envoy has no strip mode: pass the service's header through and
+		// remove it from every response.
+		rc.ResponseHeadersToRemove = []string{"server"}
+	}
+	if len(rc.RequestHeadersToAdd)+len(rc.ResponseHeadersToAdd)+len(rc.ResponseHeadersToRemove) > 0 {
+		patches = append(patches, envoyfilter.MergeRouteConfigurations(rc))
+	}
+	return patches, nil
+}
+
+func overwrite(name, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: name, Value: value},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
