@@ -39,6 +39,15 @@ func runFlags(fs *flag.FlagSet) (*controller.Options, *string, *string) {
 	fs.BoolVar(&o.Config.PruneOnDelete, "prune-on-delete", false, "remove the managed EnvoyFilters when the ConfigMap is deleted (default: keep them)")
 	fs.StringVar(&o.Config.FieldManager, "field-manager", "globalconfig", "server-side apply field manager")
 	fs.DurationVar(&o.Config.Resync, "resync", DefaultResync, "informer resync period (a resync that finds nothing to do writes nothing)")
+	fs.StringVar(&o.MCPAddr, "mcp-addr", "", "serve the EnvoyFilters to istiod over MCP (ADS) at this address, e.g. 127.0.0.1:15051")
+	fs.Func("sink", "where the EnvoyFilters go: kube (EnvoyFilter objects, default), mcp (served to istiod only) or both", func(v string) error {
+		switch s := controller.Sink(v); s {
+		case controller.SinkKube, controller.SinkMCP, controller.SinkBoth:
+			o.Config.Sink = s
+			return nil
+		}
+		return fmt.Errorf("must be kube, mcp or both")
+	})
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level
 }
@@ -56,6 +65,13 @@ func runCommand(args []string, env Env) int {
 		return ExitUsage
 	}
 	opts.Config.Namespace, opts.Config.Name = ns, name
+	if opts.Config.Sink == "" {
+		opts.Config.Sink = controller.SinkKube
+	}
+	if opts.Config.Sink.MCP() != (opts.MCPAddr != "") {
+		fmt.Fprintf(env.Stderr, "globalconfig run: --sink mcp and --sink both need --mcp-addr, and --mcp-addr needs one of them (got --sink %s)\n", opts.Config.Sink)
+		return ExitUsage
+	}
 	if opts.LeaseNamespace == "" {
 		opts.LeaseNamespace = ns
 	}

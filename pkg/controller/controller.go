@@ -36,6 +36,7 @@ import (
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/mcp"
 )
 
 // Config is what the controller needs to know besides its clients.
@@ -50,6 +51,8 @@ type Config struct {
 	// Resync is the informers' periodic resync; a resync that finds
 	// nothing to do writes nothing.
 	Resync time.Duration
+	// Sink says where EnvoyFilters go; empty means SinkKube.
+	Sink Sink
 }
 
 // StatusName is the name of the status ConfigMap of the ConfigMap name.
@@ -81,6 +84,14 @@ type Controller struct {
 	// st is touched only by the single worker, and starts afresh with every
 	// leadership term: another leader may have written in between.
 	st state
+
+	// MCP publishing, on every replica; published and publishedHash are
+	// touched only by publishLoop.
+	mcp           *mcp.Server
+	mcpObserver   *mcpObserver
+	publishCh     chan struct{}
+	published     bool
+	publishedHash string
 }
 
 // state is what the worker remembers between syncs.
@@ -110,6 +121,9 @@ type state struct {
 // New builds a controller. Start the informers with Start, then run the
 // worker with Run (on the elected leader only).
 func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface, recorder record.EventRecorder, metrics *Metrics, log *slog.Logger) *Controller {
+	if cfg.Sink == "" {
+		cfg.Sink = SinkKube
+	}
 	c := &Controller{
 		cfg: cfg, kube: kube, istio: istio, log: log, metrics: metrics, recorder: recorder,
 	}
@@ -135,6 +149,14 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface, rec
 		UpdateFunc: func(any, any) { c.enqueue() },
 		DeleteFunc: func(any) { c.enqueue() },
 	}
+	publish := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.signalPublish() },
+		UpdateFunc: func(any, any) { c.signalPublish() },
+		DeleteFunc: func(any) { c.signalPublish() },
+	}
+	if _, err := cmInformer.Informer().AddEventHandler(publish); err != nil {
+		panic(fmt.Sprintf("controller: add event handler: %v", err))
+	}
 	for _, inf := range []cache.SharedIndexInformer{cmInformer.Informer(), efInformer.Informer()} {
 		if _, err := inf.AddEventHandler(enqueue); err != nil {
 			// Only fails on a stopped informer, which a new one is not.
@@ -151,6 +173,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.istioInformers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("informer caches did not sync")
+	}
+	if c.mcp != nil {
+		go c.publishLoop(ctx)
+		c.signalPublish()
 	}
 	return nil
 }
@@ -261,10 +287,12 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 		c.metrics.ConfigValid.Set(1)
 		c.st.warned = ""
 	}
-	changes, err := c.converge(ctx, desired)
-	if err != nil {
-		c.event(cm, corev1.EventTypeWarning, "ApplyFailed", "applying the EnvoyFilters failed: %v", err)
-		return err
+	var changes []string
+	if c.cfg.Sink.Kube() {
+		if changes, err = c.converge(ctx, desired); err != nil {
+			c.event(cm, corev1.EventTypeWarning, "ApplyFailed", "applying the EnvoyFilters failed: %v", err)
+			return err
+		}
 	}
 	if problems == nil {
 		c.st.lastGood, c.st.haveGood = desired, true
@@ -442,6 +470,10 @@ func (c *Controller) statusWith(problems []*fielderr.Error) map[string]string {
 			status["lastAppliedTime"] = time.Now().UTC().Format(time.RFC3339)
 		}
 		status["envoyFilters"] = strings.Join(names, "\n")
+	}
+	if c.mcp != nil {
+		status["sink"] = string(c.cfg.Sink)
+		status["mcpNack"] = c.mcpObserver.lastNack()
 	}
 	return status
 }

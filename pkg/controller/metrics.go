@@ -18,6 +18,9 @@ type Metrics struct {
 	ManagedFilters    prometheus.Gauge
 	APIWrites         *prometheus.CounterVec
 	Leader            prometheus.Gauge
+	MCPConnections    prometheus.Gauge
+	MCPResponses      *prometheus.CounterVec
+	MCPPublishes      prometheus.Counter
 }
 
 // NewMetrics creates and registers the metrics.
@@ -58,7 +61,19 @@ func NewMetrics() *Metrics {
 			Help: "1 while this replica is the elected writer.",
 		}),
 	}
-	m.Registry.MustRegister(m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
+	m.MCPConnections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "globalconfig_mcp_connections",
+		Help: "istiods connected to the MCP server.",
+	})
+	m.MCPResponses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "globalconfig_mcp_responses_total",
+		Help: "istiod's answers to MCP pushes by type and result (ack or nack).",
+	}, []string{"type", "result"})
+	m.MCPPublishes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "globalconfig_mcp_publishes_total",
+		Help: "New EnvoyFilter sets published to the MCP server.",
+	})
+	m.Registry.MustRegister(m.MCPConnections, m.MCPResponses, m.MCPPublishes, m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
 		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

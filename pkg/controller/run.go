@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/globalconfig/globalconfig/pkg/mcp"
 )
 
 // Options are the flags of `globalconfig run`.
@@ -38,6 +41,8 @@ type Options struct {
 	RenewDeadline    time.Duration
 	RetryPeriod      time.Duration
 	ShutdownDeadline time.Duration
+	// MCPAddr, when set, serves the EnvoyFilters to istiod over MCP there.
+	MCPAddr string
 }
 
 // Leader election timing: a dead leader's lease expires after
@@ -97,6 +102,26 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if opts.MCPAddr != "" {
+		// Listen first: istiod refuses to start while its config source
+		// doesn't answer, so the port must be open as soon as possible.
+		ln, err := net.Listen("tcp", opts.MCPAddr)
+		if err != nil {
+			return fmt.Errorf("mcp: listen %s: %w", opts.MCPAddr, err)
+		}
+		observer := NewMCPObserver(metrics)
+		server := mcp.NewServer(log, observer)
+		g := grpc.NewServer(grpc.MaxRecvMsgSize(16 << 20))
+		server.Register(g)
+		go func() {
+			if err := g.Serve(ln); err != nil {
+				log.Error("mcp server stopped", "err", err)
+			}
+		}()
+		defer g.Stop()
+		ctrl.ServeMCP(server, observer)
+		log.Info("serving EnvoyFilters over MCP", "addr", ln.Addr().String(), "sink", string(opts.Config.Sink))
+	}
 	servers, err := serve(ctx, opts, metrics, ctrl, log)
 	if err != nil {
 		return err
