@@ -19,12 +19,12 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 )
