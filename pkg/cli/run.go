@@ -21,6 +21,8 @@ const (
 	DefaultHealthAddr  = ":8081"
 	DefaultLeaseName   = "globalconfig"
 	DefaultResync      = 10 * time.Minute
+	// WebhookService is the Service deploy/ puts in front of the webhook.
+	WebhookService = "globalconfig-webhook"
 )
 
 // runFlags defines the flags of `run` on fs.
@@ -48,6 +50,14 @@ func runFlags(fs *flag.FlagSet) (*controller.Options, *string, *string) {
 		}
 		return fmt.Errorf("must be kube, mcp or both")
 	})
+	fs.StringVar(&o.Webhook.Addr, "webhook-addr", "", "serve the validating admission webhook for the global ConfigMap at this address, e.g. :9443")
+	fs.StringVar(&o.Webhook.Secret, "webhook-secret", "globalconfig-webhook-tls", "Secret (in the ConfigMap's namespace) holding the webhook's TLS certificate")
+	fs.StringVar(&o.Webhook.ConfigName, "webhook-config", "globalconfig", "ValidatingWebhookConfiguration whose caBundle the controller keeps")
+	fs.Func("webhook-hosts", "comma-separated DNS names or IPs of the webhook certificate (default: the globalconfig-webhook Service's names)", func(v string) error {
+		o.Webhook.Hosts = strings.Split(v, ",")
+		return nil
+	})
+	fs.BoolVar(&o.Webhook.ManageCert, "webhook-manage-cert", true, "create and rotate a self-signed CA and certificate and patch the caBundle; false when cert-manager keeps the Secret")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level
 }
@@ -74,6 +84,10 @@ func runCommand(args []string, env Env) int {
 	}
 	if opts.LeaseNamespace == "" {
 		opts.LeaseNamespace = ns
+	}
+	opts.Webhook.Namespace = ns
+	if len(opts.Webhook.Hosts) == 0 {
+		opts.Webhook.Hosts = []string{WebhookService + "." + ns + ".svc", WebhookService + "." + ns + ".svc.cluster.local"}
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/globalconfig/globalconfig/pkg/mcp"
+	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
 
 // Options are the flags of `globalconfig run`.
@@ -43,6 +44,8 @@ type Options struct {
 	ShutdownDeadline time.Duration
 	// MCPAddr, when set, serves the EnvoyFilters to istiod over MCP there.
 	MCPAddr string
+	// Webhook, when its Addr is set, serves the admission webhook.
+	Webhook webhook.Options
 }
 
 // Leader election timing: a dead leader's lease expires after
@@ -122,7 +125,14 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		ctrl.ServeMCP(server, observer)
 		log.Info("serving EnvoyFilters over MCP", "addr", ln.Addr().String(), "sink", string(opts.Config.Sink))
 	}
-	servers, err := serve(ctx, opts, metrics, ctrl, log)
+	var hook *webhook.Server
+	if opts.Webhook.Addr != "" {
+		// Every replica serves the webhook, leader or not.
+		if hook, err = webhook.Start(ctx, kube, opts.Webhook, log); err != nil {
+			return err
+		}
+	}
+	servers, err := serve(ctx, opts, metrics, ctrl, hook, log)
 	if err != nil {
 		return err
 	}
@@ -183,7 +193,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 }
 
 // serve starts the metrics and health servers; the returned func stops them.
-func serve(ctx context.Context, opts Options, metrics *Metrics, ctrl *Controller, log *slog.Logger) (func(), error) {
+func serve(ctx context.Context, opts Options, metrics *Metrics, ctrl *Controller, hook *webhook.Server, log *slog.Logger) (func(), error) {
 	var servers []*http.Server
 	start := func(addr string, h http.Handler) error {
 		if addr == "" || addr == "0" {
@@ -209,6 +219,10 @@ func serve(ctx context.Context, opts Options, metrics *Metrics, ctrl *Controller
 	hm.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ctrl.HasSynced() {
 			http.Error(w, "informer caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		if hook != nil && !hook.Ready() {
+			http.Error(w, "webhook has no certificate yet", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

@@ -123,8 +123,6 @@ func BenchmarkPropagation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer w.Stop()
-
 	before, err := ctl.Metrics(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -133,6 +131,7 @@ func BenchmarkPropagation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer w.Stop()
 	var viaConfigMap, direct, share []time.Duration
 	for i := 1; i <= benchEdits; i++ {
 		// Through the controller: both paths are timed from one write call.
@@ -191,12 +190,48 @@ func BenchmarkPropagation(b *testing.B) {
 	}
 	noop := harness.Sum(mustMetrics(ctx, b, ctl), "globalconfig_api_writes_total") - harness.Sum(after, "globalconfig_api_writes_total")
 
+	// The MCP path, in the same run: the kube-sink controller and its
+	// EnvoyFilters make way for a controller serving an istiod of its own
+	// over MCP, and the same kind of edit is timed to that istiod's gateway.
+	ctl.Kill()
+	if err := efs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue}); err != nil {
+		b.Fatal(err)
+	}
+	port, err := harness.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mcpAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	startMCPController(ctx, b, "bench-mcp-controller", mcpAddr)
+	_, mcpGateway := startMCPIstiod(ctx, b, "bench-istiod-mcp", mcpAddr)
+	if cm, err = cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "global-config", metav1.GetOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var viaMCP []time.Duration
+	for i := 1; i <= benchEdits; i++ {
+		v := 2000 + i
+		cm.Data[document.DataKey] = gzipDoc(v)
+		start := time.Now()
+		if cm, err = cluster.Admin.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		seen, err := mcpGateway.WaitFor(ctx, effectTimeout, func(s xds.Snapshot) bool {
+			return minContentLength(s, "envoy.filters.http.compressor.gzip") == v
+		})
+		if err != nil {
+			b.Fatalf("mcp edit %d: %v", i, err)
+		}
+		viaMCP = append(viaMCP, seen.Sub(start))
+	}
+
 	rss := measureRSS(ctx, b)
 	renderTime, renderAllocs := measureRender(b)
 
 	r50, r95 := percentile(viaConfigMap, 50), percentile(viaConfigMap, 95)
 	d50, d95 := percentile(direct, 50), percentile(direct, 95)
 	s50, s95 := percentile(share, 50), percentile(share, 95)
+	m50, m95 := percentile(viaMCP, 50), percentile(viaMCP, 95)
+	b.ReportMetric(ms(m50), "mcp-p50-ms")
 	b.ReportMetric(ms(r50), "configmap-p50-ms")
 	b.ReportMetric(ms(d50), "direct-p50-ms")
 	b.ReportMetric(float64(r50)/float64(d50), "p50-ratio")
@@ -205,6 +240,8 @@ func BenchmarkPropagation(b *testing.B) {
 | ConfigMap edit → gateway xDS, through globalconfig (%d edits) | %.1f ms | %.1f ms |
 | hand-written EnvoyFilter write → gateway xDS (%d writes) | %.1f ms | %.1f ms |
 | ratio, ConfigMap path / direct path | %.3f | %.3f |
+| ConfigMap edit → gateway xDS, through globalconfig serving istiod over MCP (%d edits) | %.1f ms | %.1f ms |
+| ratio, MCP path / EnvoyFilter (CRD) path | %.3f | %.3f |
 | controller share: ConfigMap update → EnvoyFilter updated in the API server | %.1f ms | %.1f ms |
 
 | measure | value |
@@ -216,7 +253,8 @@ func BenchmarkPropagation(b *testing.B) {
 | namespace-wide ConfigMap informer RSS, 0 ConfigMaps | %.1f MiB |
 | namespace-wide ConfigMap informer RSS, %d ConfigMaps | %.1f MiB |
 | render of deploy/examples/global-config.yaml (parse, validate, build, strict check; mean of 200) | %.2f ms, %d allocs |
-`, benchEdits, ms(r50), ms(r95), benchEdits, ms(d50), ms(d95), float64(r50)/float64(d50), float64(r95)/float64(d95), ms(s50), ms(s95),
+`, benchEdits, ms(r50), ms(r95), benchEdits, ms(d50), ms(d95), float64(r50)/float64(d50), float64(r95)/float64(d95),
+		benchEdits, ms(m50), ms(m95), float64(m50)/float64(r50), float64(m95)/float64(r95), ms(s50), ms(s95),
 		efWrites/benchEdits, noop/benchNoOps, benchNoOps,
 		rss.controller0, benchConfigMaps, rss.controller10k, rss.informer0, benchConfigMaps, rss.informer10k,
 		ms(renderTime), int(renderAllocs))

@@ -50,7 +50,7 @@ const (
 	adminToken      = "globalconfig-admin-token"
 	controllerToken = "globalconfig-controller-token"
 	// ControllerUser is the user the controller runs as: the ServiceAccount
-	// deploy/rbac.yaml binds, so the tests exercise that RBAC.
+	// deploy/base/rbac.yaml binds, so the tests exercise that RBAC.
 	ControllerUser = "system:serviceaccount:istio-system:globalconfig"
 )
 
@@ -340,7 +340,7 @@ func (c *Cluster) prepare(ctx context.Context) error {
 		return err
 	}
 	root := RepoRoot()
-	_, err = c.Kubectl(ctx, nil, "apply", "-f", filepath.Join(root, "deploy", "serviceaccount.yaml"), "-f", filepath.Join(root, "deploy", "rbac.yaml"))
+	_, err = c.Kubectl(ctx, nil, "apply", "-f", filepath.Join(root, "deploy", "base", "serviceaccount.yaml"), "-f", filepath.Join(root, "deploy", "base", "rbac.yaml"))
 	return err
 }
 

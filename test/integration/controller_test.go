@@ -62,10 +62,10 @@ func TestLifecycle(t *testing.T) {
 		if got := m[`globalconfig_api_writes_total{resource="envoyfilters",verb="apply"}`]; got != 3 {
 			t.Errorf("%v EnvoyFilter applies for the first apply, want 3", got)
 		}
-		st := f.status()
-		if st["state"] != "Applied" || st["errors"] != "" || !contains(st["envoyFilters"], "istio-system/globalconfig-gzip") || st["lastAppliedHash"] == "" {
-			t.Errorf("status after first apply: %v", st)
-		}
+		// The status is written right after the EnvoyFilters.
+		f.waitStatus(func(st map[string]string) bool {
+			return st["state"] == "Applied" && st["errors"] == "" && contains(st["envoyFilters"], "istio-system/globalconfig-gzip") && st["lastAppliedHash"] != ""
+		})
 		if m["globalconfig_config_valid"] != 1 || m["globalconfig_managed_envoyfilters"] != 3 {
 			t.Errorf("metrics: valid %v managed %v", m["globalconfig_config_valid"], m["globalconfig_managed_envoyfilters"])
 		}
@@ -125,10 +125,9 @@ func TestLifecycle(t *testing.T) {
 				t.Errorf("event %q lacks %q", events[0], want)
 			}
 		}
-		st := f.status()
-		if st["state"] != "Invalid" || !contains(st["errors"], "gzip.chunkSize") || !contains(st["errors"], "gizp") {
-			t.Errorf("status: %v", st)
-		}
+		f.waitStatus(func(st map[string]string) bool {
+			return st["state"] == "Invalid" && contains(st["errors"], "gzip.chunkSize") && contains(st["errors"], "gizp")
+		})
 		if m := f.metrics(ctl); m["globalconfig_config_valid"] != 0 {
 			t.Error("config_valid gauge is not 0")
 		}
@@ -142,9 +141,7 @@ func TestLifecycle(t *testing.T) {
 		doc := strings.Replace(docV2, "brotli: {}\n", "", 1)
 		f.put(doc)
 		f.waitLive(f.desired(doc), 10*time.Second)
-		if st := f.status(); st["state"] != "Applied" || st["errors"] != "" {
-			t.Errorf("status after fixing the document: %v", st)
-		}
+		f.waitStatus(func(st map[string]string) bool { return st["state"] == "Applied" && st["errors"] == "" })
 	})
 }
 

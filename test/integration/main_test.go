@@ -1,6 +1,6 @@
 // Package integration tests `globalconfig run` against a real kube-apiserver
 // and etcd, running the built controller binary as the ServiceAccount user
-// that deploy/rbac.yaml binds.
+// that deploy/base/rbac.yaml binds.
 package integration
 
 import (
@@ -242,6 +242,22 @@ func (f *fixture) status() map[string]string {
 		f.t.Fatalf("status configmap: %v", err)
 	}
 	return cm.Data
+}
+
+// waitStatus waits until the status ConfigMap's data satisfies cond.
+func (f *fixture) waitStatus(cond func(map[string]string) bool) {
+	f.t.Helper()
+	var last map[string]string
+	if !harness.Eventually(f.ctx, 10*time.Second, func() bool {
+		cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, controller.StatusName(cmName), metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		last = cm.Data
+		return cond(cm.Data)
+	}) {
+		f.t.Fatalf("status never became as expected; last: %v", last)
+	}
 }
 
 func (f *fixture) statusVersion() string {

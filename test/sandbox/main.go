@@ -46,7 +46,14 @@ func run(bin string) error {
 	if err != nil {
 		return err
 	}
-	ctl, err := cluster.StartController(abs, "globalconfig")
+	port, err := harness.FreePort()
+	if err != nil {
+		return err
+	}
+	if err := cluster.CreateWebhookConfig(ctx, fmt.Sprintf("https://127.0.0.1:%d/validate", port)); err != nil {
+		return err
+	}
+	ctl, err := cluster.StartController(abs, "globalconfig", fmt.Sprintf("--webhook-addr=127.0.0.1:%d", port), "--webhook-hosts=127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -65,7 +72,8 @@ globalconfig is running against a local API server.
 
 Try, in another terminal:
   %s get envoyfilters -n istio-system -l app.kubernetes.io/managed-by=globalconfig
-  %s edit configmap global-config -n istio-system          # change a value, save, list again
+  %s edit configmap global-config -n istio-system          # change a value, save, list again;
+                                                            # a bad value is refused by the admission webhook
   %s describe configmap global-config -n istio-system      # Events: Applied / InvalidConfig
   %s get configmap global-config-status -n istio-system -o yaml
 

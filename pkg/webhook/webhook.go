@@ -1,0 +1,181 @@
+// Package webhook is the validating admission webhook for the global
+// ConfigMap: the API server asks it on every CREATE and UPDATE of a
+// ConfigMap that carries the selector label, and a document the engine
+// rejects is refused with every problem and its path — the same messages
+// `globalconfig validate` prints. It also keeps its own TLS certificate.
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+)
+
+// SelectorLabel is the label the global ConfigMap carries; the webhook
+// configuration's objectSelector sends only ConfigMaps with it here.
+const SelectorLabel = "globalconfig.io/validate"
+
+// Path is where the API server posts AdmissionReviews.
+const Path = "/validate"
+
+// NoChangeWarning answers an edit that validates but renders the same
+// EnvoyFilters as before.
+const NoChangeWarning = "globalconfig: this edit changes nothing in the generated EnvoyFilters"
+
+// maxReview bounds an AdmissionReview body: a ConfigMap is at most 1 MiB,
+// and an UPDATE carries two.
+const maxReview = 3 << 20
+
+// Handler answers AdmissionReviews for ConfigMaps.
+type Handler struct {
+	Log *slog.Logger
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReview))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	resp := h.review(review.Request)
+	resp.UID = review.Request.UID
+	review.Response, review.Request = resp, nil
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&review)
+}
+
+// review decides one request.
+func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	allow := &admissionv1.AdmissionResponse{Allowed: true}
+	if req.Kind.Kind != "ConfigMap" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
+		return allow
+	}
+	var cm corev1.ConfigMap
+	if err := json.Unmarshal(req.Object.Raw, &cm); err != nil {
+		return deny(fmt.Sprintf("globalconfig: cannot read the ConfigMap: %v", err))
+	}
+	objs, problems := render(&cm)
+	if problems != nil {
+		h.Log.Info("admission denied", "configmap", req.Namespace+"/"+req.Name, "problems", len(problems))
+		lines := make([]string, len(problems))
+		for i, p := range problems {
+			lines[i] = p.Error()
+			if p.Line > 0 {
+				lines[i] += fmt.Sprintf(" (%s line %d)", document.DataKey, p.Line)
+			}
+		}
+		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(problems), strings.Join(lines, "\n")))
+	}
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		var old corev1.ConfigMap
+		if json.Unmarshal(req.OldObject.Raw, &old) == nil {
+			if before, p := render(&old); p == nil && manager.Compare(before, objs).Empty() {
+				allow.Warnings = []string{NoChangeWarning}
+			}
+		}
+	}
+	return allow
+}
+
+func deny(msg string) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
+		Status: metav1.StatusFailure, Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity, Message: msg,
+	}}
+}
+
+// render runs the engine on the ConfigMap's document.
+func render(cm *corev1.ConfigMap) ([]*envoyfilter.Object, []*fielderr.Error) {
+	data, ok := cm.Data[document.DataKey]
+	if !ok {
+		return nil, []*fielderr.Error{{Path: "data", Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}
+	}
+	doc, err := document.Parse([]byte(data))
+	if err == nil {
+		var objs []*envoyfilter.Object
+		if objs, err = manager.Desired(doc); err == nil {
+			return objs, nil
+		}
+	}
+	var de *document.Error
+	if errors.As(err, &de) {
+		return nil, de.Problems
+	}
+	return nil, fielderr.Flatten(err)
+}
+
+// Server serves the webhook over TLS with a certificate that can be
+// swapped while it runs.
+type Server struct {
+	cert atomic.Pointer[tls.Certificate]
+	srv  *http.Server
+}
+
+// NewServer returns a server for handler; it serves once SetCertificate
+// has been called.
+func NewServer(handler http.Handler) *Server {
+	s := &Server{}
+	mux := http.NewServeMux()
+	mux.Handle(Path, handler)
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				if c := s.cert.Load(); c != nil {
+					return c, nil
+				}
+				return nil, errors.New("no certificate yet")
+			},
+		},
+	}
+	return s
+}
+
+// SetCertificate replaces the serving certificate; new connections use it.
+func (s *Server) SetCertificate(c *tls.Certificate) { s.cert.Store(c) }
+
+// Ready reports whether the server has a certificate to serve with.
+func (s *Server) Ready() bool { return s.cert.Load() != nil }
+
+// Serve serves on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(sctx)
+	}()
+	err := s.srv.ServeTLS(ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,146 @@
+package webhook
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/document"
+)
+
+func request(t *testing.T, op admissionv1.Operation, doc, oldDoc string) *admissionv1.AdmissionRequest {
+	t.Helper()
+	raw := func(d string) runtime.RawExtension {
+		b, err := json.Marshal(corev1.ConfigMap{Data: map[string]string{document.DataKey: d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: b}
+	}
+	req := &admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Operation: op, Object: raw(doc)}
+	if oldDoc != "" {
+		req.OldObject = raw(oldDoc)
+	}
+	return req
+}
+
+func TestReview(t *testing.T) {
+	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	valid := "gzip: {}\n"
+	cases := []struct {
+		name     string
+		req      *admissionv1.AdmissionRequest
+		allowed  bool
+		message  string
+		warnings int
+	}{
+		{"valid create", request(t, admissionv1.Create, valid, ""), true, "", 0},
+		{"every problem with its path", request(t, admissionv1.Update, "gizp: {}\ngzip: {chunkSize: 1}\n", valid), false,
+			"globalconfig rejected config.yaml: 2 problem(s):\ngizp: unknown item; did you mean \"gzip\"? (config.yaml line 1)\ngzip.chunkSize: must be between 4096 and 65536, got 1 (config.yaml line 2)", 0},
+		{"a real change", request(t, admissionv1.Update, "gzip: {chunkSize: 8192}\n", valid), true, "", 0},
+		{"no change in the output", request(t, admissionv1.Update, "# a comment\ngzip:\n  chunkSize: 4096\n", valid), true, "", 1},
+		{"update from an invalid document", request(t, admissionv1.Update, valid, "gizp: {}\n"), true, "", 0},
+		{"delete is not reviewed", &admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Kind: "ConfigMap"}, Operation: admissionv1.Delete}, true, "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := h.review(c.req)
+			if resp.Allowed != c.allowed || len(resp.Warnings) != c.warnings {
+				t.Fatalf("allowed %v warnings %v, want %v and %d", resp.Allowed, resp.Warnings, c.allowed, c.warnings)
+			}
+			if c.message != "" && resp.Result.Message != c.message {
+				t.Errorf("message:\n%s\nwant:\n%s", resp.Result.Message, c.message)
+			}
+			if c.warnings > 0 && resp.Warnings[0] != NoChangeWarning {
+				t.Errorf("warning %q", resp.Warnings[0])
+			}
+		})
+	}
+	missing := &admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Kind: "ConfigMap"}, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(`{"data":{}}`)}}
+	if resp := h.review(missing); resp.Allowed || !strings.Contains(resp.Result.Message, `no data key "config.yaml"`) {
+		t.Errorf("a labelled ConfigMap without config.yaml: %+v", resp)
+	}
+}
+
+func servingCert(t *testing.T, s *corev1.Secret) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(s.Data[corev1.TLSCertKey])
+	if b == nil {
+		t.Fatal("no certificate")
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCertificateLifecycle(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := &CertManager{Kube: kube, Namespace: "istio-system", Secret: "tls", Hosts: []string{"globalconfig-webhook.istio-system.svc", "127.0.0.1"}, Now: func() time.Time { return now }}
+
+	first, err := m.Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := servingCert(t, first)
+	if cert.VerifyHostname("127.0.0.1") != nil || cert.VerifyHostname("globalconfig-webhook.istio-system.svc") != nil {
+		t.Errorf("certificate hosts: %v %v", cert.DNSNames, cert.IPAddresses)
+	}
+	if _, err := KeyPair(first); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second replica, or a restart, reuses it.
+	again, err := m.Ensure(ctx)
+	if err != nil || string(again.Data[corev1.TLSCertKey]) != string(first.Data[corev1.TLSCertKey]) {
+		t.Fatalf("certificate reissued without need: %v", err)
+	}
+
+	// Within 30 days of expiry the serving certificate is renewed under the
+	// same CA, so caBundle stays valid.
+	now = cert.NotAfter.Add(-29 * 24 * time.Hour)
+	renewed, err := m.Ensure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(renewed.Data[corev1.TLSCertKey]) == string(first.Data[corev1.TLSCertKey]) || string(CABundle(renewed)) != string(CABundle(first)) {
+		t.Error("not renewed, or renewed under a new CA")
+	}
+
+	// A new host name gets a new certificate.
+	m.Hosts = append(m.Hosts, "globalconfig-webhook.istio-system.svc.cluster.local")
+	withHost, err := m.Ensure(ctx)
+	if err != nil || servingCert(t, withHost).VerifyHostname("globalconfig-webhook.istio-system.svc.cluster.local") != nil {
+		t.Errorf("new host not covered: %v", err)
+	}
+
+	// caBundle: written when it differs, not when it is already right.
+	if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "globalconfig"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "a"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := PatchCABundle(ctx, kube, "globalconfig", CABundle(withHost)); err != nil || !changed {
+		t.Errorf("first patch: changed %v, %v", changed, err)
+	}
+	if changed, err := PatchCABundle(ctx, kube, "globalconfig", CABundle(withHost)); err != nil || changed {
+		t.Errorf("second patch wrote again: changed %v, %v", changed, err)
+	}
+}

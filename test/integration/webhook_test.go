@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/webhook"
+	"github.com/globalconfig/globalconfig/test/harness"
+)
+
+// createWebhookConfig registers the webhook at url the way deploy/ does
+// (objectSelector, failurePolicy Ignore), without a caBundle: the
+// controller fills it in.
+func createWebhookConfig(f *fixture, url string) {
+	f.t.Helper()
+	if err := cluster.CreateWebhookConfig(f.ctx, url); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		_ = cluster.Admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(f.ctx, harness.WebhookConfigName, metav1.DeleteOptions{})
+		_ = cluster.Admin.CoreV1().Secrets(ns).Delete(f.ctx, "globalconfig-webhook-tls", metav1.DeleteOptions{})
+		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(f.ctx, "webhook-warmup", metav1.DeleteOptions{})
+	})
+}
+
+// applyManifest writes the labelled ConfigMap name with doc and runs
+// kubectl apply on it, returning kubectl's output.
+func applyManifest(f *fixture, name, doc string) (string, error) {
+	f.t.Helper()
+	cm := corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{webhook.SelectorLabel: "true"}},
+		Data:       map[string]string{document.DataKey: doc},
+	}
+	y, err := yaml.Marshal(cm)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	file := filepath.Join(f.t.TempDir(), name+".yaml")
+	if err := os.WriteFile(file, y, 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	return cluster.Kubectl(f.ctx, nil, "apply", "-f", file)
+}
+
+func (f *fixture) configMapVersion() string {
+	cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, cmName, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cm.ResourceVersion
+}
+
+func TestAdmissionWebhook(t *testing.T) {
+	f := setup(t)
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	createWebhookConfig(f, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))
+	f.put(docV1)
+	ctl := f.start("controller", fmt.Sprintf("--webhook-addr=127.0.0.1:%d", port), "--webhook-hosts=127.0.0.1")
+	f.waitLive(f.desired(docV1), 30*time.Second)
+	if !harness.Eventually(f.ctx, 30*time.Second, func() bool { return ctl.Ready(f.ctx) }) {
+		t.Fatal("controller with webhook never ready")
+	}
+	vwc, err := cluster.Admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(f.ctx, "globalconfig", metav1.GetOptions{})
+	if err != nil || len(vwc.Webhooks[0].ClientConfig.CABundle) == 0 {
+		t.Fatalf("caBundle not patched: %v", err)
+	}
+	// The API server reloads webhook configurations asynchronously; until
+	// it has the caBundle, calls fail and Ignore admits. Wait on a scratch
+	// ConfigMap until a bad document is refused.
+	if !harness.Eventually(f.ctx, 30*time.Second, func() bool {
+		_, err := applyManifest(f, "webhook-warmup", "gizp: {}\n")
+		return err != nil
+	}) {
+		t.Fatal("the webhook never refused a bad document")
+	}
+
+	// The global ConfigMap as kubectl apply manages it, then bad edits.
+	if out, err := applyManifest(f, cmName, docV1); err != nil {
+		t.Fatalf("valid document refused: %v\n%s", err, out)
+	}
+	for _, c := range []struct{ name, doc, want string }{
+		{"misspelled key", strings.Replace(docV1, "gzip: {}", "gizp: {}", 1), `gizp: unknown item; did you mean "gzip"? (config.yaml line 5)`},
+		{"out of range", strings.Replace(docV1, "gzip: {}", "gzip: {chunkSize: 100}", 1), "gzip.chunkSize: must be between 4096 and 65536, got 100"},
+		{"wrong type", strings.Replace(docV1, "gzip: {}", "gzip: {memoryLevel: high}", 1), "gzip.memoryLevel: expected an integer, got a string"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.configMapVersion()
+			out, err := applyManifest(f, cmName, c.doc)
+			if err == nil {
+				t.Fatalf("admitted:\n%s", out)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "denied the request") {
+				t.Errorf("denial does not carry %q:\n%v", c.want, err)
+			}
+			if f.configMapVersion() != before {
+				t.Error("the ConfigMap changed although the edit was refused")
+			}
+			t.Logf("kubectl apply said:\n%v", err)
+		})
+	}
+
+	out, err := applyManifest(f, cmName, docV2)
+	if err != nil {
+		t.Fatalf("valid edit refused: %v", err)
+	}
+	if strings.Contains(out, webhook.NoChangeWarning) {
+		t.Errorf("a real change was warned about:\n%s", out)
+	}
+	f.waitLive(f.desired(docV2), 10*time.Second)
+	out, err = applyManifest(f, cmName, docV2Reformatted)
+	if err != nil || !strings.Contains(out, "Warning: "+webhook.NoChangeWarning) {
+		t.Errorf("a no-op edit: err %v, output:\n%s", err, out)
+	}
+
+	// With the controller down, edits are admitted (failurePolicy Ignore),
+	// and the controller's own validation still keeps the EnvoyFilters.
+	ctl.Kill()
+	_ = cluster.Admin.CoordinationV1().Leases(ns).Delete(f.ctx, leaseName, metav1.DeleteOptions{})
+	_, before := f.live()
+	if out, err := applyManifest(f, cmName, docInvalid); err != nil {
+		t.Fatalf("with the controller down the edit was refused (failurePolicy must be Ignore): %v\n%s", err, out)
+	}
+	f.start("controller-2")
+	f.waitStatus(func(st map[string]string) bool {
+		return st["state"] == "Invalid" && contains(st["errors"], "gzip.chunkSize")
+	})
+	if _, after := f.live(); !equalMaps(before, after) {
+		t.Error("EnvoyFilters changed after an invalid edit got past the webhook")
+	}
+}
