@@ -185,3 +185,14 @@ var byteUnits = []struct {
 	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30},
 	{"K", 1e3}, {"M", 1e6}, {"G", 1e9},
 }
+
+// SortedKeys returns the keys of m in order, so items that build lists from
+// maps (headers, tags) emit them deterministically.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -4,7 +4,6 @@
 package accesslog
 
 import (
-	"sort"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -63,7 +62,7 @@ func (a *AccessLog) Validate() error {
 	if strings.Contains(a.Format, "\x00") {
 		p.Addf("format", "must not contain NUL")
 	}
-	for _, k := range sortedKeys(a.JSON) {
+	for _, k := range items.SortedKeys(a.JSON) {
 		if a.JSON[k] == "" {
 			p.Addf("json."+k, "needs a command operator or text")
 		}
@@ -72,15 +71,6 @@ func (a *AccessLog) Validate() error {
 		items.CheckRange(&p, "minStatusCode", *v, 100, 599)
 	}
 	return p.Err()
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Build implements items.Item.

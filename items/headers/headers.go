@@ -5,7 +5,6 @@
 package headers
 
 import (
-	"sort"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -95,7 +94,7 @@ func (h *Headers) Validate() error {
 			p.Addf("server.name", "must be a valid header value")
 		}
 	}
-	for _, name := range sortedKeys(h.ResponseHeaders) {
+	for _, name := range items.SortedKeys(h.ResponseHeaders) {
 		path := "responseHeaders." + name
 		switch {
 		case !httpguts.ValidHeaderFieldName(name) || strings.HasPrefix(name, ":"):
@@ -113,15 +112,6 @@ func (h *Headers) Validate() error {
 		p.Addf("", "sets nothing; give at least one key, or remove the section")
 	}
 	return p.Err()
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func boolValue(b *bool) *wrapperspb.BoolValue {
@@ -183,7 +173,7 @@ func (h *Headers) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
 	if h.AddXRealIPHeader {
 		rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, overwrite(RealIPHeader, RealIPValue))
 	}
-	for _, name := range sortedKeys(h.ResponseHeaders) {
+	for _, name := range items.SortedKeys(h.ResponseHeaders) {
 		rc.ResponseHeadersToAdd = append(rc.ResponseHeadersToAdd, overwrite(name, h.ResponseHeaders[name]))
 	}
 	if h.Server != nil && h.Server.Mode == "strip" {

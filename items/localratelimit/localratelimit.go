@@ -5,7 +5,6 @@
 package localratelimit
 
 import (
-	"sort"
 	"strings"
 	"time"
 
@@ -77,7 +76,7 @@ func (l *LocalRateLimit) Validate() error {
 	}
 	items.CheckRange(&p, "filterEnabled", l.FilterEnabled, 0, 100)
 	items.CheckRange(&p, "filterEnforced", l.FilterEnforced, 0, 100)
-	for _, name := range sortedKeys(l.ResponseHeaders) {
+	for _, name := range items.SortedKeys(l.ResponseHeaders) {
 		if !httpguts.ValidHeaderFieldName(name) || strings.ToLower(name) != name {
 			p.Addf("responseHeaders."+name, "must be a valid lower-case HTTP header name")
 		}
@@ -86,15 +85,6 @@ func (l *LocalRateLimit) Validate() error {
 		}
 	}
 	return p.Err()
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // fraction is a percentage as Envoy's runtime fractional percent.
@@ -118,7 +108,7 @@ func (l *LocalRateLimit) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) 
 		FilterEnforced: fraction(l.FilterEnforced, "globalconfig.local_rate_limit.enforced"),
 		Status:         &typev3.HttpStatus{Code: typev3.StatusCode_TooManyRequests},
 	}
-	for _, name := range sortedKeys(l.ResponseHeaders) {
+	for _, name := range items.SortedKeys(l.ResponseHeaders) {
 		cfg.ResponseHeadersToAdd = append(cfg.ResponseHeadersToAdd, &corev3.HeaderValueOption{
 			Header:       &corev3.HeaderValue{Key: name, Value: l.ResponseHeaders[name]},
 			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,

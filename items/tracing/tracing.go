@@ -187,12 +187,7 @@ func (t *Tracing) Validate() error {
 			p.Addf("opentelemetry.path", "only applies to protocol http")
 		}
 	}
-	tags := make([]string, 0, len(t.CustomTags))
-	for tag := range t.CustomTags {
-		tags = append(tags, tag)
-	}
-	sort.Strings(tags)
-	for _, tag := range tags {
+	for _, tag := range items.SortedKeys(t.CustomTags) {
 		t.CustomTags[tag].validate(&p, "customTags."+tag)
 	}
 	return p.Err()
@@ -343,13 +338,8 @@ func grpcService(b Backend, timeout *durationpb.Duration) *corev3.GrpcService {
 
 // customTags converts the tags, sorted by name for deterministic output.
 func (t *Tracing) customTags() []*tagsv3.CustomTag {
-	names := make([]string, 0, len(t.CustomTags))
-	for n := range t.CustomTags {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var out []*tagsv3.CustomTag
-	for _, n := range names {
+	for _, n := range items.SortedKeys(t.CustomTags) {
 		c := t.CustomTags[n]
 		tag := &tagsv3.CustomTag{Tag: n}
 		switch {

@@ -34,7 +34,6 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
-	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 )
@@ -325,22 +324,7 @@ func (c *Controller) configMap(ctx context.Context) (*corev1.ConfigMap, error) {
 // render parses the ConfigMap and builds the desired set; problems is nil
 // when the document is valid.
 func (c *Controller) render(cm *corev1.ConfigMap) ([]*envoyfilter.Object, []*fielderr.Error) {
-	data, ok := cm.Data[document.DataKey]
-	if !ok {
-		return nil, []*fielderr.Error{{Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}
-	}
-	doc, err := document.Parse([]byte(data))
-	if err == nil {
-		var objs []*envoyfilter.Object
-		if objs, err = manager.Desired(doc); err == nil {
-			return objs, nil
-		}
-	}
-	var de *document.Error
-	if errors.As(err, &de) {
-		return nil, de.Problems
-	}
-	return nil, fielderr.Flatten(err)
+	return manager.FromConfigMap(cm.Data)
 }
 
 // syncDeleted handles a missing ConfigMap: keep everything (default) or
@@ -456,7 +440,7 @@ func (c *Controller) statusWith(problems []*fielderr.Error) map[string]string {
 	delete(status, "message")
 	if problems != nil {
 		status["state"] = "Invalid"
-		status["errors"] = problemText(problems, "\n")
+		status["errors"] = manager.Describe(problems, "\n")
 		status["message"] = "the document was rejected; the last good EnvoyFilters are kept"
 	}
 	if c.st.haveGood {
@@ -488,20 +472,9 @@ func setHash(objs []*envoyfilter.Object) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func problemText(problems []*fielderr.Error, sep string) string {
-	lines := make([]string, len(problems))
-	for i, p := range problems {
-		lines[i] = p.Error()
-		if p.Line > 0 {
-			lines[i] += fmt.Sprintf(" (%s line %d)", document.DataKey, p.Line)
-		}
-	}
-	return strings.Join(lines, sep)
-}
-
 // warn records a Warning Event with every problem, once per distinct list.
 func (c *Controller) warn(cm *corev1.ConfigMap, problems []*fielderr.Error) {
-	text := problemText(problems, "; ")
+	text := manager.Describe(problems, "; ")
 	c.log.Warn("document rejected; keeping the last good EnvoyFilters", "problems", len(problems), "first", problems[0].Error())
 	if text == c.st.warned {
 		return

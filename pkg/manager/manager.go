@@ -4,7 +4,9 @@ package manager
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
@@ -112,4 +114,40 @@ func Compare(before, after []*envoyfilter.Object) Change {
 		}
 	}
 	return c
+}
+
+// FromConfigMap renders the document in a ConfigMap's data: the desired
+// set, or every problem (problems is nil exactly when the document is
+// valid). The controller and the admission webhook both decide with it.
+func FromConfigMap(data map[string]string) ([]*envoyfilter.Object, []*fielderr.Error) {
+	src, ok := data[document.DataKey]
+	if !ok {
+		return nil, []*fielderr.Error{{Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}
+	}
+	doc, err := document.Parse([]byte(src))
+	if err == nil {
+		var objs []*envoyfilter.Object
+		if objs, err = Desired(doc); err == nil {
+			return objs, nil
+		}
+	}
+	var de *document.Error
+	if errors.As(err, &de) {
+		return nil, de.Problems
+	}
+	return nil, fielderr.Flatten(err)
+}
+
+// Describe writes problems one per entry as "path: message (config.yaml
+// line N)", joined by sep: the form Events, the status and admission
+// denials use.
+func Describe(problems []*fielderr.Error, sep string) string {
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		lines[i] = p.Error()
+		if p.Line > 0 {
+			lines[i] += fmt.Sprintf(" (%s line %d)", document.DataKey, p.Line)
+		}
+	}
+	return strings.Join(lines, sep)
 }

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
 )
@@ -81,22 +78,15 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	if err := json.Unmarshal(req.Object.Raw, &cm); err != nil {
 		return deny(fmt.Sprintf("globalconfig: cannot read the ConfigMap: %v", err))
 	}
-	objs, problems := render(&cm)
+	objs, problems := manager.FromConfigMap(cm.Data)
 	if problems != nil {
 		h.Log.Info("admission denied", "configmap", req.Namespace+"/"+req.Name, "problems", len(problems))
-		lines := make([]string, len(problems))
-		for i, p := range problems {
-			lines[i] = p.Error()
-			if p.Line > 0 {
-				lines[i] += fmt.Sprintf(" (%s line %d)", document.DataKey, p.Line)
-			}
-		}
-		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(problems), strings.Join(lines, "\n")))
+		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(problems), manager.Describe(problems, "\n")))
 	}
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		var old corev1.ConfigMap
 		if json.Unmarshal(req.OldObject.Raw, &old) == nil {
-			if before, p := render(&old); p == nil && manager.Compare(before, objs).Empty() {
+			if before, p := manager.FromConfigMap(old.Data); p == nil && manager.Compare(before, objs).Empty() {
 				allow.Warnings = []string{NoChangeWarning}
 			}
 		}
@@ -108,26 +98,6 @@ func deny(msg string) *admissionv1.AdmissionResponse {
 	return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity, Message: msg,
 	}}
-}
-
-// render runs the engine on the ConfigMap's document.
-func render(cm *corev1.ConfigMap) ([]*envoyfilter.Object, []*fielderr.Error) {
-	data, ok := cm.Data[document.DataKey]
-	if !ok {
-		return nil, []*fielderr.Error{{Path: "data", Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}
-	}
-	doc, err := document.Parse([]byte(data))
-	if err == nil {
-		var objs []*envoyfilter.Object
-		if objs, err = manager.Desired(doc); err == nil {
-			return objs, nil
-		}
-	}
-	var de *document.Error
-	if errors.As(err, &de) {
-		return nil, de.Problems
-	}
-	return nil, fielderr.Flatten(err)
 }
 
 // Server serves the webhook over TLS with a certificate that can be
