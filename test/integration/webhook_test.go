@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -125,11 +127,46 @@ func TestAdmissionWebhook(t *testing.T) {
 		t.Errorf("a no-op edit: err %v, output:\n%s", err, out)
 	}
 
+	// A renewed certificate (by another replica, or cert-manager) is served
+	// without a restart.
+	served := func() string {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the served certificate
+		if err != nil {
+			return ""
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := served()
+	later := &webhook.CertManager{Kube: cluster.Admin, Namespace: ns, Secret: "globalconfig-webhook-tls", Hosts: []string{"127.0.0.1"},
+		Now: func() time.Time { return time.Now().Add(webhook.ServingLifetime - 10*24*time.Hour) }}
+	renewed, err := later.Ensure(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := webhook.KeyPair(renewed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaf.SerialNumber.String() == before {
+		t.Fatal("the certificate was not renewed")
+	}
+	if !harness.Eventually(f.ctx, 10*time.Second, func() bool { return served() == leaf.SerialNumber.String() }) {
+		t.Errorf("the webhook still serves certificate %s after the Secret changed", served())
+	}
+	if _, err := applyManifest(f, "webhook-warmup", "gizp: {}\n"); err == nil {
+		t.Error("after the renewal a bad document was admitted")
+	}
+
 	// With the controller down, edits are admitted (failurePolicy Ignore),
 	// and the controller's own validation still keeps the EnvoyFilters.
 	ctl.Kill()
 	_ = cluster.Admin.CoordinationV1().Leases(ns).Delete(f.ctx, leaseName, metav1.DeleteOptions{})
-	_, before := f.live()
+	_, live := f.live()
 	if out, err := applyManifest(f, cmName, docInvalid); err != nil {
 		t.Fatalf("with the controller down the edit was refused (failurePolicy must be Ignore): %v\n%s", err, out)
 	}
@@ -137,7 +174,7 @@ func TestAdmissionWebhook(t *testing.T) {
 	f.waitStatus(func(st map[string]string) bool {
 		return st["state"] == "Invalid" && contains(st["errors"], "gzip.chunkSize")
 	})
-	if _, after := f.live(); !equalMaps(before, after) {
+	if _, after := f.live(); !equalMaps(live, after) {
 		t.Error("EnvoyFilters changed after an invalid edit got past the webhook")
 	}
 }
