@@ -101,6 +101,14 @@ func All() []Registration {
 	return out
 }
 
+// SecretHolder is implemented by items whose sections carry secret values
+// (tokens). The controller scrubs those values from every message it logs
+// or records in Events and the status, since an API server error or an
+// istiod rejection may quote the configuration.
+type SecretHolder interface {
+	Secrets() []string
+}
+
 // Toggle is the `enable` key every item has. Embed it in the item struct;
 // the factory sets the item's default.
 type Toggle struct {

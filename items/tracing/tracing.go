@@ -60,7 +60,18 @@ type Tracing struct {
 	Datadog       *Datadog             `json:"datadog" doc:"Send spans to a Datadog agent."`
 }
 
-var _ items.Item = (*Tracing)(nil)
+var (
+	_ items.Item         = (*Tracing)(nil)
+	_ items.SecretHolder = (*Tracing)(nil)
+)
+
+// Secrets implements items.SecretHolder: the SkyWalking access token.
+func (t *Tracing) Secrets() []string {
+	if t.Skywalking != nil && t.Skywalking.AccessToken != "" {
+		return []string{t.Skywalking.AccessToken}
+	}
+	return nil
+}
 
 // Backend is where spans go: a service of the mesh and its port. The
 // collector cluster is Istio's outbound cluster of that port.

@@ -91,6 +91,9 @@ type Controller struct {
 	publishCh     chan struct{}
 	published     bool
 	publishedHash string
+
+	// scrubber removes the document's secret values from messages.
+	scrubber scrubber
 }
 
 // state is what the worker remembers between syncs.
@@ -231,10 +234,10 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 	case isPermanent(err):
 		// Retrying can't help until something changes, and a change
 		// enqueues anyway; the resync retries eventually.
-		c.log.Error("sync failed; not retrying until the next change", "err", err)
+		c.log.Error("sync failed; not retrying until the next change", "err", c.scrubber.scrub(err.Error()))
 		q.Forget(key)
 	default:
-		c.log.Warn("sync failed; retrying with backoff", "err", err, "retries", q.NumRequeues(key))
+		c.log.Warn("sync failed; retrying with backoff", "err", c.scrubber.scrub(err.Error()), "retries", q.NumRequeues(key))
 		q.AddRateLimited(key)
 	}
 	return true
@@ -324,7 +327,11 @@ func (c *Controller) configMap(ctx context.Context) (*corev1.ConfigMap, error) {
 // render parses the ConfigMap and builds the desired set; problems is nil
 // when the document is valid.
 func (c *Controller) render(cm *corev1.ConfigMap) ([]*envoyfilter.Object, []*fielderr.Error) {
-	return manager.FromConfigMap(cm.Data)
+	objs, secrets, problems := manager.Render(cm.Data)
+	if problems == nil {
+		c.scrubber.set(secrets)
+	}
+	return objs, problems
 }
 
 // syncDeleted handles a missing ConfigMap: keep everything (default) or
@@ -484,8 +491,8 @@ func (c *Controller) warn(cm *corev1.ConfigMap, problems []*fielderr.Error) {
 }
 
 // event records an Event on the ConfigMap. Messages carry paths and
-// problems, never document values.
+// problems; API errors quoted in them are scrubbed of secret values.
 func (c *Controller) event(cm *corev1.ConfigMap, eventType, reason, format string, args ...any) {
-	c.recorder.Eventf(cm, eventType, reason, format, args...)
+	c.recorder.Event(cm, eventType, reason, c.scrubber.scrub(fmt.Sprintf(format, args...)))
 	c.metrics.APIWrites.WithLabelValues("create", "events").Inc()
 }

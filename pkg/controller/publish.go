@@ -3,11 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/manager"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 )
 
@@ -27,12 +29,33 @@ func (s Sink) Kube() bool { return s == SinkKube || s == SinkBoth }
 // MCP reports whether the sink serves istiod over MCP.
 func (s Sink) MCP() bool { return s == SinkMCP || s == SinkBoth }
 
-// mcpObserver turns MCP server events into metrics and remembers the last
-// NACK for the status ConfigMap.
-type mcpObserver struct {
-	metrics *Metrics
+// scrubber holds the current document's secret values and removes them
+// from messages; renders on the worker and on the publisher update it.
+type scrubber struct {
 	mu      sync.Mutex
-	nack    string
+	secrets []string
+}
+
+func (s *scrubber) set(secrets []string) {
+	s.mu.Lock()
+	s.secrets = append(s.secrets[:0:0], secrets...)
+	s.mu.Unlock()
+}
+
+func (s *scrubber) scrub(msg string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return manager.Scrub(msg, s.secrets)
+}
+
+// mcpObserver turns MCP server events into metrics and remembers the last
+// NACK, scrubbed, for the status ConfigMap.
+type mcpObserver struct {
+	metrics  *Metrics
+	scrubber *scrubber
+	log      *slog.Logger
+	mu       sync.Mutex
+	nack     string
 }
 
 func (o *mcpObserver) Connected(n int) { o.metrics.MCPConnections.Set(float64(n)) }
@@ -48,6 +71,9 @@ func (o *mcpObserver) Acked(typeURL, version string) {
 
 func (o *mcpObserver) Nacked(typeURL, version, message string) {
 	o.metrics.MCPResponses.WithLabelValues(typeURL, "nack").Inc()
+	// istiod's message may quote the configuration.
+	message = o.scrubber.scrub(message)
+	o.log.Warn("istiod rejected a push (NACK)", "type", typeURL, "version", version, "error", message)
 	o.mu.Lock()
 	o.nack = fmt.Sprintf("%s version %s: %s", typeURL, version, message)
 	o.mu.Unlock()
@@ -111,7 +137,9 @@ func (c *Controller) ServeMCP(server *mcp.Server, observer *mcpObserver) {
 }
 
 // NewMCPObserver returns the observer to give the MCP server and ServeMCP.
-func NewMCPObserver(m *Metrics) *mcpObserver { return &mcpObserver{metrics: m} }
+func (c *Controller) NewMCPObserver() *mcpObserver {
+	return &mcpObserver{metrics: c.metrics, scrubber: &c.scrubber, log: c.log}
+}
 
 func (c *Controller) signalPublish() {
 	if c.publishCh == nil {

@@ -112,7 +112,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("mcp: listen %s: %w", opts.MCPAddr, err)
 		}
-		observer := NewMCPObserver(metrics)
+		observer := ctrl.NewMCPObserver()
 		server := mcp.NewServer(log, observer)
 		g := grpc.NewServer(grpc.MaxRecvMsgSize(16 << 20))
 		server.Register(g)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
@@ -120,22 +121,43 @@ func Compare(before, after []*envoyfilter.Object) Change {
 // set, or every problem (problems is nil exactly when the document is
 // valid). The controller and the admission webhook both decide with it.
 func FromConfigMap(data map[string]string) ([]*envoyfilter.Object, []*fielderr.Error) {
+	objs, _, problems := Render(data)
+	return objs, problems
+}
+
+// Render is FromConfigMap that also returns the document's secret values
+// (see items.SecretHolder), for scrubbing messages.
+func Render(data map[string]string) (objs []*envoyfilter.Object, secrets []string, problems []*fielderr.Error) {
 	src, ok := data[document.DataKey]
 	if !ok {
-		return nil, []*fielderr.Error{{Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}
+		return nil, nil, []*fielderr.Error{{Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}
 	}
 	doc, err := document.Parse([]byte(src))
 	if err == nil {
-		var objs []*envoyfilter.Object
+		for _, s := range doc.Sections {
+			if h, ok := s.Item.(items.SecretHolder); ok {
+				secrets = append(secrets, h.Secrets()...)
+			}
+		}
 		if objs, err = Desired(doc); err == nil {
-			return objs, nil
+			return objs, secrets, nil
 		}
 	}
 	var de *document.Error
 	if errors.As(err, &de) {
-		return nil, de.Problems
+		return nil, secrets, de.Problems
 	}
-	return nil, fielderr.Flatten(err)
+	return nil, secrets, fielderr.Flatten(err)
+}
+
+// Scrub replaces every secret value in msg.
+func Scrub(msg string, secrets []string) string {
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "[redacted]")
+		}
+	}
+	return msg
 }
 
 // Describe writes problems one per entry as "path: message (config.yaml

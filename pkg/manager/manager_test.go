@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	_ "github.com/globalconfig/globalconfig/items/all"
@@ -140,4 +141,19 @@ func mustRead(tb testing.TB, path string) []byte {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+func TestRenderCollectsSecretsAndScrubRemovesThem(t *testing.T) {
+	objs, secrets, problems := manager.Render(map[string]string{"config.yaml": `
+tracing:
+  enable: true
+  skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t-token}
+`})
+	if problems != nil || len(objs) != 1 || len(secrets) != 1 || secrets[0] != "s3cr3t-token" {
+		t.Fatalf("objs %d, secrets %v, problems %v", len(objs), secrets, problems)
+	}
+	msg := `EnvoyFilter "globalconfig-tracing" is invalid: backend_token: "s3cr3t-token" rejected`
+	if got := manager.Scrub(msg, secrets); strings.Contains(got, "s3cr3t") || !strings.Contains(got, "[redacted]") {
+		t.Errorf("scrubbed: %s", got)
+	}
 }

@@ -276,8 +276,11 @@ func (s *Server) acked(typeURL, version string) {
 }
 
 func (s *Server) nacked(typeURL, version, message string) {
-	s.log.Warn("istiod rejected a push (NACK)", "type", typeURL, "version", version, "error", message)
-	if s.observer != nil {
-		s.observer.Nacked(typeURL, version, message)
+	if s.observer == nil {
+		// The message may quote the configuration; only an observer that
+		// knows the secrets to scrub gets it.
+		s.log.Warn("istiod rejected a push (NACK)", "type", typeURL, "version", version)
+		return
 	}
+	s.observer.Nacked(typeURL, version, message)
 }
