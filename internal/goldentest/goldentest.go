@@ -2,9 +2,10 @@
 // is rendered and compared with <case>.out.yaml (the EnvoyFilters) or, for
 // an invalid document, <case>.err.txt (the problems, one per line).
 //
-//	go test ./items/... -update
+//	make golden
 //
-// rewrites the outputs and deletes outputs whose input is gone.
+// (the item packages' tests with -update) rewrites the outputs and deletes
+// outputs whose input is gone.
 package goldentest
 
 import (

@@ -163,8 +163,10 @@ func TestSchema(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	defer func(v string) { cli.Version = v }(cli.Version)
+	cli.Version = "v1.2.3-test" // as -ldflags -X sets it
 	code, out, _ := run(t, "", "version")
-	if code != cli.ExitOK || strings.TrimSpace(out) == "" {
+	if code != cli.ExitOK || out != "v1.2.3-test\n" {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
 }

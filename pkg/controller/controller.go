@@ -293,6 +293,12 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	if c.cfg.Sink.Kube() {
 		if changes, err = c.converge(ctx, desired); err != nil {
 			c.event(cm, corev1.EventTypeWarning, "ApplyFailed", "applying the EnvoyFilters failed: %v", err)
+			status := c.statusWith(problems)
+			status["state"] = "ApplyFailed"
+			status["message"] = c.scrubber.scrub("applying the EnvoyFilters failed: " + err.Error())
+			if serr := c.writeStatus(ctx, status); serr != nil {
+				c.log.Warn("status not written", "err", c.scrubber.scrub(serr.Error()))
+			}
 			return err
 		}
 	}

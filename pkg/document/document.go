@@ -148,7 +148,8 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		sections = append(sections, pending{reg: reg, node: vn})
 	})
 	for _, p := range sections {
-		doc.Sections = append(doc.Sections, d.decodeSection(p.reg, p.node, doc.Target, topLevel[p.reg.Name]))
+		sec, _ := d.decodeSection(p.reg, p.node, doc.Target, topLevel[p.reg.Name])
+		doc.Sections = append(doc.Sections, sec)
 		delete(topLevel, p.reg.Name)
 	}
 	// Items set only through top-level keys get a section of defaults.
@@ -158,7 +159,9 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		// The section exists only through these keys: its problems belong
 		// to them, and it is only validated when they decoded.
 		d.lines[reg.Name] = nodes[0].node.Line
-		doc.Sections = append(doc.Sections, d.decodeSection(reg, empty, doc.Target, nodes))
+		if sec, ok := d.decodeSection(reg, empty, doc.Target, nodes); ok {
+			doc.Sections = append(doc.Sections, sec)
+		}
 	}
 	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
 }
@@ -187,7 +190,10 @@ type aliasNode struct {
 	node       *yaml.Node
 }
 
-func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, top []aliasNode) Section {
+// decodeSection decodes one item. A section made only of top-level keys
+// that restate the defaults (Higress writes disableXEnvoyHeaders: false) is
+// no section at all: ok is false.
+func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, top []aliasNode) (sec Section, ok bool) {
 	s := Section{Name: reg.Name, Priority: reg.Priority, Item: reg.New(), Target: docTarget}
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -213,6 +219,9 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 		// Validation reports the item's key; point it at the line used.
 		d.lines[fielderr.Join(reg.Name, a.field)] = a.node.Line
 	}
+	if len(n.Content) == 0 && len(top) > 0 && reflect.DeepEqual(s.Item, reg.New()) {
+		return s, false
+	}
 	d.addValidation(reg.Name, s.Item.Validate())
-	return s
+	return s, true
 }

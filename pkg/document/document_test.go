@@ -190,6 +190,8 @@ gzip:
   chunkSize: 4096
   compressionLevel: "BEST_COMPRESSION"
   compressionStrategy: "DEFAULT_STRATEGY"
+disableXEnvoyHeaders: false
+addXRealIpHeader: false
 `
 	doc, err := document.Parse([]byte(src))
 	if err != nil {
@@ -248,6 +250,11 @@ func TestHigressTopLevelKeys(t *testing.T) {
 	h := section(t, doc, "headers").Item.(*headers.Headers)
 	if !h.DisableXEnvoyHeaders || h.AddXRealIPHeader {
 		t.Errorf("top-level keys decoded as %+v", h)
+	}
+	// Higress's reference document writes both as false: nothing to do.
+	doc, err = document.Parse([]byte("disableXEnvoyHeaders: false\naddXRealIpHeader: false\n"))
+	if err != nil || len(doc.Sections) != 0 {
+		t.Errorf("false top-level keys: sections %v, err %v", doc, err)
 	}
 	got := problems(t, "disableXEnvoyHeaders: yes\n")
 	if len(got) != 1 || got[0] != "01: disableXEnvoyHeaders: expected true or false, got a string" {

@@ -37,6 +37,9 @@ func TestDeployManifests(t *testing.T) {
 		if hasDeployment != (dir == "deploy") {
 			t.Errorf("%s: standalone Deployment present = %v", dir, hasDeployment)
 		}
+		if dir == "deploy/overlays/mcp" && strings.Contains(out, "ValidatingWebhookConfiguration") {
+			t.Errorf("%s ships a webhook configuration that nothing serves", dir)
+		}
 		if dir != "deploy" && !strings.Contains(out, "name: istiod") {
 			t.Errorf("%s: RBAC is not granted to istiod's ServiceAccount:\n%s", dir, out)
 		}
