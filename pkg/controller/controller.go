@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,9 +23,11 @@ import (
 	istiolisters "istio.io/client-go/pkg/listers/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -94,6 +97,11 @@ type Controller struct {
 
 	// scrubber removes the document's secret values from messages.
 	scrubber scrubber
+
+	// gone holds the UIDs of managed EnvoyFilters the informer saw deleted,
+	// so a create of ours that was deleted before the cache showed it is
+	// told apart from one the cache hasn't shown yet.
+	gone sync.Map
 }
 
 // state is what the worker remembers between syncs.
@@ -103,8 +111,10 @@ type state struct {
 	lastGood []*envoyfilter.Object
 	haveGood bool
 	// pending remembers writes the informer cache has not shown yet:
-	// object key → the resourceVersion the cache showed before the write.
-	// While the cache still shows that version, the write stands.
+	// object key → the resourceVersion the cache showed before an update or
+	// delete (while the cache still shows it, the write stands), or
+	// "uid:<uid>" for a create (it stands until the cache shows the object,
+	// or the informer reports that uid deleted).
 	pending map[string]string
 	// status is the data last written to (or read from) the status
 	// ConfigMap; a status equal to it is not written again.
@@ -149,7 +159,15 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface, rec
 	enqueue := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.enqueue() },
 		UpdateFunc: func(any, any) { c.enqueue() },
-		DeleteFunc: func(any) { c.enqueue() },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if m, err := meta.Accessor(obj); err == nil {
+				c.gone.Store(m.GetUID(), struct{}{})
+			}
+			c.enqueue()
+		},
 	}
 	publish := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.signalPublish() },
@@ -390,7 +408,7 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 			delete(c.st.pending, key)
 			continue
 		}
-		if rv, ok := c.st.pending[key]; ok && (rv == "" && !exists || exists && l.ResourceVersion == rv) {
+		if c.writeStands(key, l, exists) {
 			continue // our write is not in the cache yet.
 		}
 		body, err := applyBody(d)
@@ -398,12 +416,17 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 			return changes, err
 		}
 		force := true
-		if _, err := c.istio.NetworkingV1alpha3().EnvoyFilters(d.Metadata.Namespace).Patch(ctx, d.Metadata.Name,
-			"application/apply-patch+yaml", body, metav1.PatchOptions{FieldManager: c.cfg.FieldManager, Force: &force}); err != nil {
+		applied, err := c.istio.NetworkingV1alpha3().EnvoyFilters(d.Metadata.Namespace).Patch(ctx, d.Metadata.Name,
+			"application/apply-patch+yaml", body, metav1.PatchOptions{FieldManager: c.cfg.FieldManager, Force: &force})
+		if err != nil {
 			return changes, fmt.Errorf("apply envoyfilter %s: %w", key, err)
 		}
 		c.metrics.APIWrites.WithLabelValues("apply", "envoyfilters").Inc()
-		c.st.pending[key] = l.resourceVersion()
+		if exists {
+			c.st.pending[key] = l.ResourceVersion
+		} else {
+			c.st.pending[key] = createdMark + string(applied.UID)
+		}
 		verb := "created"
 		if exists {
 			verb = "updated"
@@ -420,7 +443,7 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		if want[key] {
 			continue
 		}
-		if rv, ok := c.st.pending[key]; ok && l.ResourceVersion == rv {
+		if c.writeStands(key, l, true) {
 			continue // deleted; the cache hasn't seen it yet.
 		}
 		uid := l.UID
@@ -433,13 +456,43 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		c.st.pending[key] = l.ResourceVersion
 		changes = append(changes, "deleted "+key)
 	}
-	// Forget pending marks of objects that are neither wanted nor live.
-	for key := range c.st.pending {
+	// Forget pending marks of objects that are neither wanted nor live,
+	// and deletion notes no pending create can need any more.
+	creates := false
+	for key, mark := range c.st.pending {
 		if _, live := liveByKey[key]; !live && !want[key] {
 			delete(c.st.pending, key)
+			continue
 		}
+		creates = creates || strings.HasPrefix(mark, createdMark)
+	}
+	if !creates {
+		c.gone.Clear()
 	}
 	return changes, nil
+}
+
+// createdMark prefixes the pending mark of a create: the new object's uid.
+const createdMark = "uid:"
+
+// writeStands reports whether a write of ours to key is still on its way
+// into the informer cache, so the cache's view must not be acted on yet.
+func (c *Controller) writeStands(key string, l liveFilter, exists bool) bool {
+	mark, ok := c.st.pending[key]
+	if !ok {
+		return false
+	}
+	if uid, created := strings.CutPrefix(mark, createdMark); created {
+		if exists {
+			return false // the cache shows an object; compare it.
+		}
+		if _, deleted := c.gone.LoadAndDelete(types.UID(uid)); deleted {
+			delete(c.st.pending, key) // created, then deleted by someone: restore.
+			return false
+		}
+		return true
+	}
+	return exists && l.ResourceVersion == mark
 }
 
 // statusWith builds the status data for the current state.

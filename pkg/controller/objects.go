@@ -32,14 +32,6 @@ func (l liveFilter) equals(d *envoyfilter.Object) bool {
 	return err == nil && h == d.Hash()
 }
 
-// resourceVersion is "" for an object that does not exist.
-func (l liveFilter) resourceVersion() string {
-	if l.EnvoyFilter == nil {
-		return ""
-	}
-	return l.ResourceVersion
-}
-
 // applyBody is the server-side apply body of d.
 func applyBody(d *envoyfilter.Object) ([]byte, error) {
 	b, err := json.Marshal(d)
