@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -151,12 +152,30 @@ func eventually(f *fixture, timeout time.Duration, cond func() bool) bool {
 
 func TestDriftIsRestored(t *testing.T) {
 	f := setup(t)
+	efs := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns)
+	// Delete the filter the instant it is created, likely before the
+	// controller's own cache has shown it: it must still come back.
+	w, err := efs.Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=globalconfig-gzip"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.put(docV1)
 	f.start("controller")
 	want := f.desired(docV1)
-	f.waitLive(want, 30*time.Second)
+	select {
+	case ev := <-w.ResultChan():
+		if ev.Type != watch.Added {
+			t.Fatalf("first event %s", ev.Type)
+		}
+		if err := efs.Delete(f.ctx, "globalconfig-gzip", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the filter was never created")
+	}
+	w.Stop()
+	f.waitLive(want, 10*time.Second)
 
-	efs := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns)
 	start := time.Now()
 	if err := efs.Delete(f.ctx, "globalconfig-gzip", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
