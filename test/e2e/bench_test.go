@@ -461,7 +461,7 @@ Written by `+"`make bench`"+` (BenchmarkPropagation in test/e2e); the latest run
 - Date: %s
 - Machine: %d cores (%s), %s memory; %s
 - Components: kube-apiserver v1.36.3, etcd v3.6.7 and istiod (istio.io/istio v0.0.0-20260827124520-eed52ebb66ad), all on loopback, started by the test harness; the controller binary without the race detector.
-- Method: both propagation paths run interleaved in one run against the same istiod; each sample is timed from the write (ConfigMap update, or server-side apply of the hand-written EnvoyFilter) until the xDS client, connected as the gateway, receives a listener whose compressor filter carries the new min_content_length. istiod debounces pushes by 100 ms (PILOT_DEBOUNCE_AFTER), which is most of either path. RSS is VmRSS of a freshly started process once its caches are synced.
+- Method: in one run, the ConfigMap path (through EnvoyFilter objects) and the hand-written EnvoyFilter path alternate against the same istiod; then the MCP path runs against a second istiod of the same build that reads globalconfig over MCP (one istiod reading both sources would see every filter twice). Each sample is timed from one write call (ConfigMap update, or server-side apply of the hand-written EnvoyFilter) until the xDS client, connected as the gateway, receives a listener whose compressor filter carries the new min_content_length. istiod debounces pushes by 100 ms (PILOT_DEBOUNCE_AFTER), which is most of every path. RSS is VmRSS of a freshly started process once its caches are synced.
 
 %s`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpu, mem, runtime.Version(), table)
 }
