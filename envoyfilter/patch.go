@@ -115,16 +115,16 @@ func MergeRouter(r *routerv3.Router) (Patch, error) {
 
 // MergeCluster merges c into the cluster named name.
 func MergeCluster(name string, c *clusterv3.Cluster) Patch {
-	return Patch{
-		ApplyTo: networking.EnvoyFilter_CLUSTER,
-		Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{
-			ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Cluster{
-				Cluster: &networking.EnvoyFilter_ClusterMatch{Name: name},
-			},
+	return merge(networking.EnvoyFilter_CLUSTER, &networking.EnvoyFilter_EnvoyConfigObjectMatch{
+		ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Cluster{
+			Cluster: &networking.EnvoyFilter_ClusterMatch{Name: name},
 		},
-		Operation: networking.EnvoyFilter_Patch_MERGE,
-		Value:     c,
-	}
+	}, c)
+}
+
+// merge is a MERGE of value into what match selects.
+func merge(applyTo networking.EnvoyFilter_ApplyTo, match *networking.EnvoyFilter_EnvoyConfigObjectMatch, value proto.Message) Patch {
+	return Patch{ApplyTo: applyTo, Match: match, Operation: networking.EnvoyFilter_Patch_MERGE, Value: value}
 }
 
 // OutboundCluster is the name Istio gives the outbound cluster of a
@@ -135,49 +135,29 @@ func OutboundCluster(fqdn string, port uint32) string {
 
 // MergeListeners merges l into every listener of the context.
 func MergeListeners(l *listenerv3.Listener) Patch {
-	return Patch{
-		ApplyTo:   networking.EnvoyFilter_LISTENER,
-		Match:     &networking.EnvoyFilter_EnvoyConfigObjectMatch{},
-		Operation: networking.EnvoyFilter_Patch_MERGE,
-		Value:     l,
-	}
+	return merge(networking.EnvoyFilter_LISTENER, &networking.EnvoyFilter_EnvoyConfigObjectMatch{}, l)
 }
 
 // MergeRoutes merges r into every route of every virtual host that routes
 // to a cluster (not redirects or direct responses).
 func MergeRoutes(r *routev3.Route) Patch {
-	return Patch{
-		ApplyTo: networking.EnvoyFilter_HTTP_ROUTE,
-		Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{
-			ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{
-				RouteConfiguration: &networking.EnvoyFilter_RouteConfigurationMatch{
-					Vhost: &networking.EnvoyFilter_RouteConfigurationMatch_VirtualHostMatch{
-						Route: &networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Action: networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch_ROUTE},
-					},
+	return merge(networking.EnvoyFilter_HTTP_ROUTE, &networking.EnvoyFilter_EnvoyConfigObjectMatch{
+		ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{
+			RouteConfiguration: &networking.EnvoyFilter_RouteConfigurationMatch{
+				Vhost: &networking.EnvoyFilter_RouteConfigurationMatch_VirtualHostMatch{
+					Route: &networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Action: networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch_ROUTE},
 				},
 			},
 		},
-		Operation: networking.EnvoyFilter_Patch_MERGE,
-		Value:     r,
-	}
+	}, r)
 }
 
 // MergeRouteConfigurations merges rc into every route configuration.
 func MergeRouteConfigurations(rc *routev3.RouteConfiguration) Patch {
-	return Patch{
-		ApplyTo:   networking.EnvoyFilter_ROUTE_CONFIGURATION,
-		Match:     &networking.EnvoyFilter_EnvoyConfigObjectMatch{},
-		Operation: networking.EnvoyFilter_Patch_MERGE,
-		Value:     rc,
-	}
+	return merge(networking.EnvoyFilter_ROUTE_CONFIGURATION, &networking.EnvoyFilter_EnvoyConfigObjectMatch{}, rc)
 }
 
 // MergeClusters merges c into every cluster of the context.
 func MergeClusters(c *clusterv3.Cluster) Patch {
-	return Patch{
-		ApplyTo:   networking.EnvoyFilter_CLUSTER,
-		Match:     &networking.EnvoyFilter_EnvoyConfigObjectMatch{},
-		Operation: networking.EnvoyFilter_Patch_MERGE,
-		Value:     c,
-	}
+	return merge(networking.EnvoyFilter_CLUSTER, &networking.EnvoyFilter_EnvoyConfigObjectMatch{}, c)
 }

@@ -31,17 +31,16 @@ import (
 
 // Options are the flags of `globalconfig run`.
 type Options struct {
-	Kubeconfig       string
-	Config           Config
-	MetricsAddr      string
-	HealthAddr       string
-	LeaderElect      bool
-	LeaseNamespace   string
-	LeaseName        string
-	LeaseDuration    time.Duration
-	RenewDeadline    time.Duration
-	RetryPeriod      time.Duration
-	ShutdownDeadline time.Duration
+	Kubeconfig     string
+	Config         Config
+	MetricsAddr    string
+	HealthAddr     string
+	LeaderElect    bool
+	LeaseNamespace string
+	LeaseName      string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
 	// MCPAddr, when set, serves the EnvoyFilters to istiod over MCP there.
 	MCPAddr string
 	// Webhook, when its Addr is set, serves the admission webhook.

@@ -121,13 +121,6 @@ func (s *Server) Publish(version string, objs []*envoyfilter.Object) error {
 	return nil
 }
 
-// Connections reports how many istiods are connected.
-func (s *Server) Connections() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.streams)
-}
-
 func (s *Server) snapshot() (string, []*anypb.Any, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
