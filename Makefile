@@ -37,9 +37,14 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/globalconfig ./cmd/globalconfig
 
+# vet also refuses tracked files over 1 MiB outside testdata/: a binary or
+# a cache committed by mistake.
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	@big=$$(git ls-files 2>/dev/null | grep -v '/testdata/' | while read -r f; do \
+	    [ -f "$$f" ] && [ $$(wc -c < "$$f") -gt 1048576 ] && echo "$$f"; done; true); \
+	  if [ -n "$$big" ]; then echo "tracked files over 1 MiB outside testdata/ (build output?): $$big"; exit 1; fi
 	$(GO) vet ./...
 
 test: vet tools
