@@ -29,7 +29,7 @@ func gzipFilter(t *testing.T, chunk uint32) envoyfilter.Patch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := envoyfilter.InsertBeforeRouter("envoy.filters.http.compressor.gzip", &compressorv3.Compressor{
+	p, err := envoyfilter.InsertHTTPFilter("envoy.filters.http.compressor.gzip", &compressorv3.Compressor{
 		CompressorLibrary: &corev3.TypedExtensionConfig{Name: "gzip", TypedConfig: lib},
 	})
 	if err != nil {
@@ -104,12 +104,34 @@ func TestMergeIsValidatedOntoABase(t *testing.T) {
 	}
 }
 
-func TestRenderIsDeterministic(t *testing.T) {
-	a, err := envoyfilter.Render("gzip", 50, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 4096)})
+// compression is where the tests place their gzip filter.
+var compression = envoyfilter.Placement{Priority: 50, Insert: envoyfilter.StageCompression.Insert}
+
+// An inserted HTTP filter goes where its stage says, not where the item
+// would put it.
+func TestInsertHTTPFilterTakesTheStagePosition(t *testing.T) {
+	obj, err := envoyfilter.NewObject("gzip", compression, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 4096)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := envoyfilter.Render("gzip", 50, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 4096)})
+	cp := obj.Spec.GetConfigPatches()[0]
+	if op := cp.GetPatch().GetOperation(); op != networking.EnvoyFilter_Patch_INSERT_BEFORE {
+		t.Errorf("operation %v, want INSERT_BEFORE", op)
+	}
+	if anchor := cp.GetMatch().GetListener().GetFilterChain().GetFilter().GetSubFilter().GetName(); anchor != envoyfilter.Router {
+		t.Errorf("anchor %q, want the router", anchor)
+	}
+	if obj.Spec.GetPriority() != 50 {
+		t.Errorf("priority %d, want the placement's 50", obj.Spec.GetPriority())
+	}
+}
+
+func TestRenderIsDeterministic(t *testing.T) {
+	a, err := envoyfilter.NewObject("gzip", compression, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 4096)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := envoyfilter.NewObject("gzip", compression, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 4096)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +140,14 @@ func TestRenderIsDeterministic(t *testing.T) {
 	if string(ya) != string(yb) || a.Hash() != b.Hash() {
 		t.Errorf("equal input rendered differently:\n%s\n%s", ya, yb)
 	}
-	c, _ := envoyfilter.Render("gzip", 50, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 8192)})
+	c, _ := envoyfilter.NewObject("gzip", compression, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 8192)})
 	if c.Hash() == a.Hash() {
 		t.Error("different specs share a content hash")
 	}
 }
 
 func TestRenderReportsEveryBadPatch(t *testing.T) {
-	_, err := envoyfilter.Render("gzip", 50, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 1), gzipFilter(t, 4096), gzipFilter(t, 2)})
+	_, err := envoyfilter.NewObject("gzip", compression, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 1), gzipFilter(t, 4096), gzipFilter(t, 2)})
 	if err == nil {
 		t.Fatal("bad patches rendered")
 	}

@@ -16,7 +16,13 @@ import (
 const (
 	HTTPConnectionManager = "envoy.filters.network.http_connection_manager"
 	Router                = "envoy.filters.http.router"
-	Compressor            = "envoy.filters.http.compressor"
+	// Compressor is the compressor filter; each library's instance is
+	// named Compressor + "." + library ("envoy.filters.http.compressor.gzip").
+	Compressor     = "envoy.filters.http.compressor"
+	LocalRateLimit = "envoy.filters.http.local_ratelimit"
+	Buffer         = "envoy.filters.http.buffer"
+
+	FileAccessLog = "envoy.access_loggers.file"
 
 	TracerZipkin        = "envoy.tracers.zipkin"
 	TracerOpenTelemetry = "envoy.tracers.opentelemetry"

@@ -23,6 +23,10 @@ type Patch struct {
 	Match     *networking.EnvoyFilter_EnvoyConfigObjectMatch
 	Operation networking.EnvoyFilter_Patch_Operation
 	Value     proto.Message
+
+	// atStage marks an HTTP filter insert whose operation and anchor come
+	// from the item's stage (see InsertHTTPFilter).
+	atStage bool
 }
 
 // ValueType returns an empty message of the type Istio decodes the patch
@@ -68,20 +72,37 @@ func hcmMatch(subFilter string) *networking.EnvoyFilter_EnvoyConfigObjectMatch {
 	}
 }
 
-// InsertBeforeRouter inserts the HTTP filter name, configured by cfg,
-// immediately before the router. The router is the one filter every HTTP
-// connection manager has, so the anchor never goes missing.
-func InsertBeforeRouter(name string, cfg proto.Message) (Patch, error) {
+// InsertHTTPFilter adds the HTTP filter name, configured by cfg, to every
+// HTTP connection manager. Where it goes in the chain is not the item's
+// choice: NewObject places it at the Insert position of the item's stage
+// (see the table in priority.go).
+func InsertHTTPFilter(name string, cfg proto.Message) (Patch, error) {
 	typed, err := anypb.New(cfg)
 	if err != nil {
 		return Patch{}, fmt.Errorf("pack %s: %w", name, err)
 	}
 	return Patch{
-		ApplyTo:   networking.EnvoyFilter_HTTP_FILTER,
-		Match:     hcmMatch(Router),
-		Operation: networking.EnvoyFilter_Patch_INSERT_BEFORE,
-		Value:     &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: typed}},
+		ApplyTo: networking.EnvoyFilter_HTTP_FILTER,
+		Value:   &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: typed}},
+		atStage: true,
 	}, nil
+}
+
+// place gives an InsertHTTPFilter patch its stage's position.
+func (p Patch) place(at Position) Patch {
+	if p.atStage {
+		p.Operation, p.Match = at.Operation, hcmMatch(at.Anchor)
+	}
+	return p
+}
+
+// SetHeader is a header set on a request or response, replacing a header
+// of that name if there is one.
+func SetHeader(name, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: name, Value: value},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
 }
 
 // MergeHCM merges the fields set in hcm into every HTTP connection manager.

@@ -45,11 +45,19 @@ func (o *Object) Hash() string { return o.Metadata.Annotations[AnnotationContent
 // byte-identical output.
 func (o *Object) YAML() ([]byte, error) { return yaml.Marshal(o) }
 
-// Render builds the EnvoyFilter of item from its patches. Every patch value
-// passes Check; every failing patch is reported, each under
+// Placement is where an item's EnvoyFilter sits among the others: its
+// priority, and the position of the HTTP filters it inserts. The item
+// registry derives both from the item's stage.
+type Placement struct {
+	Priority int32
+	Insert   Position
+}
+
+// NewObject builds the EnvoyFilter of item from its patches. Every patch
+// value passes Check; every failing patch is reported, each under
 // "patches[i]".
-func Render(item string, priority int32, t Target, patches []Patch) (*Object, error) {
-	spec := &networking.EnvoyFilter{Priority: priority}
+func NewObject(item string, at Placement, t Target, patches []Patch) (*Object, error) {
+	spec := &networking.EnvoyFilter{Priority: at.Priority}
 	if len(t.Selector) > 0 {
 		spec.WorkloadSelector = &networking.WorkloadSelector{Labels: t.Selector}
 	}
@@ -58,6 +66,7 @@ func Render(item string, priority int32, t Target, patches []Patch) (*Object, er
 		errs.Addf("", "item produced no patches")
 	}
 	for i, p := range patches {
+		p = p.place(at.Insert)
 		value, err := Check(p)
 		if err != nil {
 			errs.Addf(fmt.Sprintf("patches[%d]", i), "%s %s: %v", p.Operation, p.ApplyTo, err)

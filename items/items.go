@@ -8,7 +8,8 @@ package items
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -17,25 +18,22 @@ import (
 )
 
 // Item is the decoded section of one item. The document decoder fills the
-// value returned by the item's Factory, so the struct's json tags are the
+// value returned by the item's factory, so the struct's json tags are the
 // document's key names and its pre-filled values are the defaults.
 //
 // Items are pure: Validate and Build do no I/O, read no clock and return the
 // same output for the same input.
 type Item interface {
 	// Enabled reports whether the item generates anything. A disabled item
-	// is still validated.
+	// is still validated. Embed Toggle to implement it.
 	Enabled() bool
 	// Validate returns every problem of the section, each a
 	// *fielderr.Error with a path relative to the section, joined.
 	Validate() error
-	// Build returns the patches that put the section into effect at t.
-	// It is only called on a valid, enabled item.
-	Build(t envoyfilter.Target) ([]envoyfilter.Patch, error)
+	// Build returns the patches that put the section into effect. It is
+	// only called on a valid, enabled item.
+	Build() ([]envoyfilter.Patch, error)
 }
-
-// Factory returns a fresh item pre-filled with its defaults.
-type Factory func() Item
 
 // Registration describes one item to the registry.
 type Registration struct {
@@ -43,16 +41,46 @@ type Registration struct {
 	Name string
 	// Summary is one line for `globalconfig items` and the JSON Schema.
 	Summary string
-	// Priority orders the item's EnvoyFilter among the others; pick it from
-	// the table in envoyfilter/priority.go.
-	Priority int32
-	// New returns a fresh item with defaults.
-	New Factory
+	// Stage is the item's layer, from the table in envoyfilter/priority.go:
+	// it decides the EnvoyFilter's priority and where inserted HTTP
+	// filters go.
+	Stage envoyfilter.Stage
+	// EnabledByDefault says whether a section present in the document
+	// generates its EnvoyFilter without `enable: true`.
+	EnabledByDefault bool
+	// New returns a fresh item with its defaults (Toggle aside: the
+	// registry sets it from EnabledByDefault).
+	New func() Item
 	// TopLevel maps document-level keys to keys of this item, for settings
 	// Higress keeps at the top of its document (disableXEnvoyHeaders:
 	// true is headers.disableXEnvoyHeaders: true). Using one creates the
 	// section if it is absent.
 	TopLevel map[string]string
+}
+
+// NewItem returns a fresh item with every default, `enable` included.
+func (r Registration) NewItem() Item {
+	it := r.New()
+	if t, ok := it.(toggled); ok {
+		t.toggle().Enable = r.EnabledByDefault
+	}
+	return it
+}
+
+// Placement is where the item's EnvoyFilter goes: its stage's priority
+// plus its rank by name among the stage's items, and the stage's insert
+// position. It is only meaningful once every item has registered (after
+// init).
+func (r Registration) Placement() envoyfilter.Placement {
+	mu.RLock()
+	defer mu.RUnlock()
+	rank := int32(0)
+	for name, other := range registry {
+		if other.Stage.Name == r.Stage.Name && name < r.Name {
+			rank++
+		}
+	}
+	return envoyfilter.Placement{Priority: r.Stage.Priority + rank, Insert: r.Stage.Insert}
 }
 
 var (
@@ -61,14 +89,21 @@ var (
 )
 
 // Register adds an item. It is meant to be called from init(); an empty
-// name, a missing factory or a name registered twice panics, because each
-// is a programming error that must not reach a running controller.
+// name, a missing factory or stage, an item that does not embed Toggle, a
+// full stage or a name registered twice panics, because each is a
+// programming error that must not reach a running controller.
 func Register(r Registration) {
 	if r.Name == "" {
 		panic("items: Register with an empty name")
 	}
 	if r.New == nil {
 		panic(fmt.Sprintf("items: Register %q without a factory", r.Name))
+	}
+	if !slices.Contains(envoyfilter.Stages(), r.Stage) {
+		panic(fmt.Sprintf("items: %q has no stage from envoyfilter.Stages()", r.Name))
+	}
+	if _, ok := r.New().(toggled); !ok {
+		panic(fmt.Sprintf("items: %q does not embed items.Toggle", r.Name))
 	}
 	if msgs := validation.IsDNS1123Subdomain(envoyfilter.ObjectName(r.Name)); len(msgs) > 0 {
 		panic(fmt.Sprintf("items: %q does not make a valid object name: %v", r.Name, msgs))
@@ -77,6 +112,15 @@ func Register(r Registration) {
 	defer mu.Unlock()
 	if _, dup := registry[r.Name]; dup {
 		panic(fmt.Sprintf("items: %q registered twice", r.Name))
+	}
+	inStage := 0
+	for _, other := range registry {
+		if other.Stage.Name == r.Stage.Name {
+			inStage++
+		}
+	}
+	if inStage >= envoyfilter.StageWidth {
+		panic(fmt.Sprintf("items: stage %s is full (%d items); add a stage in envoyfilter/priority.go", r.Stage.Name, inStage))
 	}
 	registry[r.Name] = r
 }
@@ -94,10 +138,9 @@ func All() []Registration {
 	mu.RLock()
 	defer mu.RUnlock()
 	out := make([]Registration, 0, len(registry))
-	for _, r := range registry {
-		out = append(out, r)
+	for _, name := range slices.Sorted(maps.Keys(registry)) {
+		out = append(out, registry[name])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -110,10 +153,14 @@ type SecretHolder interface {
 }
 
 // Toggle is the `enable` key every item has. Embed it in the item struct;
-// the factory sets the item's default.
+// its default is the registration's EnabledByDefault.
 type Toggle struct {
 	Enable bool `json:"enable" doc:"Whether the item generates its EnvoyFilter."`
 }
 
 // Enabled implements Item.
 func (t Toggle) Enabled() bool { return t.Enable }
+
+func (t *Toggle) toggle() *Toggle { return t }
+
+type toggled interface{ toggle() *Toggle }

@@ -1,6 +1,8 @@
 package items_test
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +13,8 @@ import (
 
 type fake struct{ items.Toggle }
 
-func (fake) Validate() error                                       { return nil }
-func (fake) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) { return nil, nil }
+func (fake) Validate() error                     { return nil }
+func (fake) Build() ([]envoyfilter.Patch, error) { return nil, nil }
 
 func mustPanic(t *testing.T, want string, f func()) {
 	t.Helper()
@@ -27,16 +29,76 @@ func mustPanic(t *testing.T, want string, f func()) {
 
 func TestRegister(t *testing.T) {
 	newFake := func() items.Item { return &fake{} }
-	items.Register(items.Registration{Name: "test-fake", New: newFake})
-	if r, ok := items.Lookup("test-fake"); !ok || r.New() == nil {
+	stage := envoyfilter.StageHeaders
+	items.Register(items.Registration{Name: "test-fake", Stage: stage, EnabledByDefault: true, New: newFake})
+	r, ok := items.Lookup("test-fake")
+	if !ok || r.New() == nil {
 		t.Fatal("registered item not found")
 	}
-	mustPanic(t, "twice", func() { items.Register(items.Registration{Name: "test-fake", New: newFake}) })
-	mustPanic(t, "empty name", func() { items.Register(items.Registration{New: newFake}) })
-	mustPanic(t, "without a factory", func() { items.Register(items.Registration{Name: "test-nofactory"}) })
-	mustPanic(t, "valid object name", func() { items.Register(items.Registration{Name: "bad_name!", New: newFake}) })
-	if _, ok := items.Lookup("test-nofactory"); ok {
-		t.Error("a failed registration was kept")
+	if !r.NewItem().Enabled() {
+		t.Error("EnabledByDefault did not reach the item's enable key")
+	}
+	mustPanic(t, "twice", func() { items.Register(items.Registration{Name: "test-fake", Stage: stage, New: newFake}) })
+	mustPanic(t, "empty name", func() { items.Register(items.Registration{Stage: stage, New: newFake}) })
+	mustPanic(t, "without a factory", func() { items.Register(items.Registration{Name: "test-nofactory", Stage: stage}) })
+	mustPanic(t, "no stage", func() { items.Register(items.Registration{Name: "test-nostage", New: newFake}) })
+	mustPanic(t, "embed items.Toggle", func() {
+		items.Register(items.Registration{Name: "test-notoggle", Stage: stage, New: func() items.Item { return notToggled{} }})
+	})
+	mustPanic(t, "valid object name", func() { items.Register(items.Registration{Name: "bad_name!", Stage: stage, New: newFake}) })
+	for _, name := range []string{"test-nofactory", "test-nostage", "test-notoggle"} {
+		if _, ok := items.Lookup(name); ok {
+			t.Errorf("the failed registration %s was kept", name)
+		}
+	}
+}
+
+type notToggled struct{}
+
+func (notToggled) Enabled() bool                       { return true }
+func (notToggled) Validate() error                     { return nil }
+func (notToggled) Build() ([]envoyfilter.Patch, error) { return nil, nil }
+
+// Items of one stage get priorities of their own, in name order, and the
+// stage's insert position; a full stage is refused.
+func TestPlacement(t *testing.T) {
+	stage := envoyfilter.StageCompression // empty in this test binary
+	for _, name := range []string{"test-b", "test-a", "test-c"} {
+		items.Register(items.Registration{Name: name, Stage: stage, New: func() items.Item { return &fake{} }})
+	}
+	for name, rank := range map[string]int32{"test-a": 0, "test-b": 1, "test-c": 2} {
+		r, _ := items.Lookup(name)
+		if got := r.Placement(); got.Priority != stage.Priority+rank || got.Insert != stage.Insert {
+			t.Errorf("%s: placement %+v, want priority %d", name, got, stage.Priority+rank)
+		}
+	}
+	full := envoyfilter.StageConnection
+	for i := range envoyfilter.StageWidth {
+		items.Register(items.Registration{Name: fmt.Sprintf("test-full-%d", i), Stage: full, New: func() items.Item { return &fake{} }})
+	}
+	mustPanic(t, "is full", func() {
+		items.Register(items.Registration{Name: "test-one-too-many", Stage: full, New: func() items.Item { return &fake{} }})
+	})
+}
+
+// An enum whose Values has a pointer receiver is still an enum.
+type pointerEnum string
+
+func (*pointerEnum) Values() []string { return []string{"ONE", "TWO"} }
+
+func TestCapabilitiesOnEitherReceiver(t *testing.T) {
+	if v, ok := items.EnumValues(reflect.TypeFor[pointerEnum]()); !ok || len(v) != 2 {
+		t.Errorf("pointer-receiver enum not found: %v %v", v, ok)
+	}
+	if _, ok := items.EnumValues(reflect.TypeFor[string]()); ok {
+		t.Error("a plain string is an enum")
+	}
+	if types, ok := items.SchemaTypes(reflect.TypeFor[items.Seconds]()); !ok || len(types) != 2 {
+		t.Errorf("Seconds schema types: %v %v", types, ok)
+	}
+	var s items.Seconds
+	if _, ok := items.AsScalarDecoder(reflect.ValueOf(&s).Elem()); !ok {
+		t.Error("Seconds is not a scalar decoder")
 	}
 }
 

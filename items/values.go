@@ -3,18 +3,15 @@ package items
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 )
-
-// The document decoder hands scalar nodes to types that implement
-// DecodeScalar(tag, value) with the YAML tag ("!!int", "!!str", …) and the
-// literal text; SchemaTypes names the JSON Schema types they accept.
 
 // Seconds is a duration written as Higress writes it, an integer number of
 // seconds, or as a Go duration string ("90s", "1m30s", "250ms").
@@ -136,12 +133,7 @@ func CheckRange[T ~int | ~int32 | ~int64 | ~uint32 | ~uint64 | ~float64](p *Prob
 // EnumNames returns the names of a protobuf enum's value map, sorted; an
 // item's string enum types return it from Values().
 func EnumNames(m map[string]int32) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 // ByteSize is a size in bytes: an integer, or a string with a binary
@@ -184,15 +176,4 @@ var byteUnits = []struct {
 }{
 	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30},
 	{"K", 1e3}, {"M", 1e6}, {"G", 1e9},
-}
-
-// SortedKeys returns the keys of m in order, so items that build lists from
-// maps (headers, tags) emit them deterministically.
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -17,6 +17,9 @@ import (
 	"strings"
 	"testing"
 
+	// Every item is linked, as in the binary: an item's priority is its
+	// rank among the items of its stage.
+	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
 )

@@ -4,6 +4,8 @@
 package accesslog
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -24,8 +26,6 @@ const Name = "accessLog"
 const (
 	// DefaultPath is the proxy's standard output, which kubectl logs shows.
 	DefaultPath = "/dev/stdout"
-	// FileLogger is Envoy's file access logger.
-	FileLogger = "envoy.access_loggers.file"
 	// runtimeKey lets an operator override the status filter at run time.
 	runtimeKey = "globalconfig.access_log.min_status"
 )
@@ -43,10 +43,11 @@ var _ items.Item = (*AccessLog)(nil)
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "A file access log, text or JSON, optionally filtered by status code.",
-		Priority: envoyfilter.PriorityObservability + 1,
-		New:      func() items.Item { return &AccessLog{Toggle: items.Toggle{Enable: true}, Path: DefaultPath} },
+		Name:             Name,
+		Summary:          "A file access log, text or JSON, optionally filtered by status code.",
+		Stage:            envoyfilter.StageObservability,
+		EnabledByDefault: true,
+		New:              func() items.Item { return &AccessLog{Path: DefaultPath} },
 	})
 }
 
@@ -62,7 +63,7 @@ func (a *AccessLog) Validate() error {
 	if strings.Contains(a.Format, "\x00") {
 		p.Addf("format", "must not contain NUL")
 	}
-	for _, k := range items.SortedKeys(a.JSON) {
+	for _, k := range slices.Sorted(maps.Keys(a.JSON)) {
 		if a.JSON[k] == "" {
 			p.Addf("json."+k, "needs a command operator or text")
 		}
@@ -74,7 +75,7 @@ func (a *AccessLog) Validate() error {
 }
 
 // Build implements items.Item.
-func (a *AccessLog) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (a *AccessLog) Build() ([]envoyfilter.Patch, error) {
 	file := &filev3.FileAccessLog{Path: a.Path}
 	switch {
 	case a.Format != "":
@@ -96,7 +97,7 @@ func (a *AccessLog) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := &accesslogv3.AccessLog{Name: FileLogger, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: typed}}
+	log := &accesslogv3.AccessLog{Name: envoyfilter.FileAccessLog, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: typed}}
 	if v := a.MinStatusCode; v != nil {
 		log.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_StatusCodeFilter{
 			StatusCodeFilter: &accesslogv3.StatusCodeFilter{Comparison: &accesslogv3.ComparisonFilter{

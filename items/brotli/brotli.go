@@ -14,12 +14,12 @@ import (
 // Name is the item's key in the document.
 const Name = "brotli"
 
-// Limits from Envoy's brotli compressor.
+// Limits from Envoy's brotli compressor; the chunk size limits are
+// compression's.
 const (
 	MaxQuality                           = 11
 	MinWindowBits, MaxWindowBits         = 10, 24
 	MinInputBlockBits, MaxInputBlockBits = 16, 24
-	MinChunkSize, MaxChunkSize           = 4096, 65536
 )
 
 // Brotli is the `brotli` section.
@@ -34,7 +34,10 @@ type Brotli struct {
 	DisableLiteralContextModeling bool        `json:"disableLiteralContextModeling" doc:"Trade a little ratio for faster compression."`
 }
 
-var _ items.Item = (*Brotli)(nil)
+var (
+	_ items.Item = (*Brotli)(nil)
+	_ items.Enum = EncoderMode("")
+)
 
 // EncoderMode is a brotli encoder mode by Envoy's enum name.
 type EncoderMode string
@@ -44,10 +47,11 @@ func (EncoderMode) Values() []string { return items.EnumNames(brotliv3.Brotli_En
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "brotli compression of responses.",
-		Priority: envoyfilter.PriorityCompression + 1,
-		New:      New,
+		Name:             Name,
+		Summary:          "brotli compression of responses.",
+		Stage:            envoyfilter.StageCompression,
+		EnabledByDefault: true,
+		New:              New,
 	})
 }
 
@@ -55,13 +59,12 @@ func init() {
 // present section is enabled unless it says `enable: false`.
 func New() items.Item {
 	return &Brotli{
-		Toggle:         items.Toggle{Enable: true},
 		Response:       compression.DefaultResponse(),
 		Quality:        3,
 		EncoderMode:    "DEFAULT",
 		WindowBits:     18,
 		InputBlockBits: 24,
-		ChunkSize:      MinChunkSize,
+		ChunkSize:      compression.MinChunkSize,
 	}
 }
 
@@ -72,12 +75,12 @@ func (b *Brotli) Validate() error {
 	items.CheckRange(&p, "quality", b.Quality, 0, MaxQuality)
 	items.CheckRange(&p, "windowBits", b.WindowBits, MinWindowBits, MaxWindowBits)
 	items.CheckRange(&p, "inputBlockBits", b.InputBlockBits, MinInputBlockBits, MaxInputBlockBits)
-	items.CheckRange(&p, "chunkSize", b.ChunkSize, MinChunkSize, MaxChunkSize)
+	items.CheckRange(&p, "chunkSize", b.ChunkSize, compression.MinChunkSize, compression.MaxChunkSize)
 	return p.Err()
 }
 
 // Build implements items.Item.
-func (b *Brotli) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (b *Brotli) Build() ([]envoyfilter.Patch, error) {
 	lib := &brotliv3.Brotli{
 		Quality:                       wrapperspb.UInt32(b.Quality),
 		EncoderMode:                   brotliv3.Brotli_EncoderMode(brotliv3.Brotli_EncoderMode_value[string(b.EncoderMode)]),

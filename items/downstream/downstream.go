@@ -8,8 +8,6 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -54,10 +52,11 @@ var _ items.Item = (*Downstream)(nil)
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "Client-side connection settings: timeouts, header and buffer limits, HTTP/2 (Higress-compatible).",
-		Priority: envoyfilter.PriorityConnection,
-		New:      func() items.Item { return &Downstream{Toggle: items.Toggle{Enable: true}} },
+		Name:             Name,
+		Summary:          "Client-side connection settings: timeouts, header and buffer limits, HTTP/2 (Higress-compatible).",
+		Stage:            envoyfilter.StageConnection,
+		EnabledByDefault: true,
+		New:              func() items.Item { return &Downstream{} },
 	})
 }
 
@@ -81,51 +80,30 @@ func (d *Downstream) Validate() error {
 			items.CheckRange(&p, "http2.initialConnectionWindowSize", *v, MinHTTP2Window, MaxHTTP2)
 		}
 	}
-	if d.Enable && d.empty() {
-		p.Addf("", "sets nothing; give at least one key, or remove the section")
-	}
+	items.RequireSomething(&p, d)
 	return p.Err()
 }
 
-func (d *Downstream) empty() bool {
-	return d.IdleTimeout == nil && d.StreamIdleTimeout == nil && d.RequestTimeout == nil && d.RequestHeadersTimeout == nil &&
-		d.MaxRequestHeadersKb == nil && d.MaxHeadersCount == nil && d.ConnectionBufferLimits == nil && d.HTTP2 == nil && d.RouteTimeout == nil
-}
-
-func duration(s *items.Seconds) *durationpb.Duration {
-	if s == nil {
-		return nil
-	}
-	return durationpb.New(s.Duration)
-}
-
-func uint32Value(v *uint32) *wrapperspb.UInt32Value {
-	if v == nil {
-		return nil
-	}
-	return wrapperspb.UInt32(*v)
-}
-
 // Build implements items.Item.
-func (d *Downstream) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (d *Downstream) Build() ([]envoyfilter.Patch, error) {
 	var patches []envoyfilter.Patch
 	hcm := &hcmv3.HttpConnectionManager{
-		StreamIdleTimeout:     duration(d.StreamIdleTimeout),
-		RequestTimeout:        duration(d.RequestTimeout),
-		RequestHeadersTimeout: duration(d.RequestHeadersTimeout),
-		MaxRequestHeadersKb:   uint32Value(d.MaxRequestHeadersKb),
+		StreamIdleTimeout:     items.OptionalDuration(d.StreamIdleTimeout),
+		RequestTimeout:        items.OptionalDuration(d.RequestTimeout),
+		RequestHeadersTimeout: items.OptionalDuration(d.RequestHeadersTimeout),
+		MaxRequestHeadersKb:   items.OptionalUInt32(d.MaxRequestHeadersKb),
 	}
 	if d.IdleTimeout != nil || d.MaxHeadersCount != nil {
 		hcm.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{
-			IdleTimeout:     duration(d.IdleTimeout),
-			MaxHeadersCount: uint32Value(d.MaxHeadersCount),
+			IdleTimeout:     items.OptionalDuration(d.IdleTimeout),
+			MaxHeadersCount: items.OptionalUInt32(d.MaxHeadersCount),
 		}
 	}
 	if h := d.HTTP2; h != nil {
 		hcm.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{
-			MaxConcurrentStreams:        uint32Value(h.MaxConcurrentStreams),
-			InitialStreamWindowSize:     uint32Value(h.InitialStreamWindowSize),
-			InitialConnectionWindowSize: uint32Value(h.InitialConnectionWindowSize),
+			MaxConcurrentStreams:        items.OptionalUInt32(h.MaxConcurrentStreams),
+			InitialStreamWindowSize:     items.OptionalUInt32(h.InitialStreamWindowSize),
+			InitialConnectionWindowSize: items.OptionalUInt32(h.InitialConnectionWindowSize),
 		}
 	}
 	if hcm.StreamIdleTimeout != nil || hcm.RequestTimeout != nil || hcm.RequestHeadersTimeout != nil ||
@@ -138,12 +116,12 @@ func (d *Downstream) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
 	}
 	if d.ConnectionBufferLimits != nil {
 		patches = append(patches, envoyfilter.MergeListeners(&listenerv3.Listener{
-			PerConnectionBufferLimitBytes: wrapperspb.UInt32(*d.ConnectionBufferLimits),
+			PerConnectionBufferLimitBytes: items.OptionalUInt32(d.ConnectionBufferLimits),
 		}))
 	}
 	if d.RouteTimeout != nil {
 		patches = append(patches, envoyfilter.MergeRoutes(&routev3.Route{
-			Action: &routev3.Route_Route{Route: &routev3.RouteAction{Timeout: duration(d.RouteTimeout)}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{Timeout: items.OptionalDuration(d.RouteTimeout)}},
 		}))
 	}
 	return patches, nil

@@ -15,12 +15,10 @@ import (
 const Name = "gzip"
 
 // Limits from Envoy's gzip compressor (envoy.extensions.compression.gzip.
-// compressor.v3.Gzip). Envoy's chunk size floor of 4096 is tighter than
-// Higress's (> 0), and Envoy's wins: a smaller value is rejected by Envoy.
+// compressor.v3.Gzip); the chunk size limits are compression's.
 const (
 	MinMemoryLevel, MaxMemoryLevel = 1, 9
 	MinWindowBits, MaxWindowBits   = 9, 15
-	MinChunkSize, MaxChunkSize     = 4096, 65536
 )
 
 // Gzip is the `gzip` section.
@@ -34,7 +32,11 @@ type Gzip struct {
 	CompressionStrategy Strategy `json:"compressionStrategy" doc:"zlib compression strategy."`
 }
 
-var _ items.Item = (*Gzip)(nil)
+var (
+	_ items.Item = (*Gzip)(nil)
+	_ items.Enum = Level("")
+	_ items.Enum = Strategy("")
+)
 
 // Level is a gzip compression level by Envoy's enum name.
 type Level string
@@ -50,22 +52,22 @@ func (Strategy) Values() []string { return items.EnumNames(gzipv3.Gzip_Compressi
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "gzip compression of responses (Higress-compatible).",
-		Priority: envoyfilter.PriorityCompression,
-		New:      New,
+		Name:             Name,
+		Summary:          "gzip compression of responses (Higress-compatible).",
+		Stage:            envoyfilter.StageCompression,
+		EnabledByDefault: true,
+		New:              New,
 	})
 }
 
-// New returns the defaults, which are Higress's: a present section is
+// New returns the defaults, which are Higress's; a present section is
 // enabled unless it says `enable: false`.
 func New() items.Item {
 	return &Gzip{
-		Toggle:              items.Toggle{Enable: true},
 		Response:            compression.DefaultResponse(),
 		MemoryLevel:         5,
 		WindowBits:          12,
-		ChunkSize:           MinChunkSize,
+		ChunkSize:           compression.MinChunkSize,
 		CompressionLevel:    "BEST_COMPRESSION",
 		CompressionStrategy: "DEFAULT_STRATEGY",
 	}
@@ -77,12 +79,12 @@ func (g *Gzip) Validate() error {
 	g.Response.Validate(&p)
 	items.CheckRange(&p, "memoryLevel", g.MemoryLevel, MinMemoryLevel, MaxMemoryLevel)
 	items.CheckRange(&p, "windowBits", g.WindowBits, MinWindowBits, MaxWindowBits)
-	items.CheckRange(&p, "chunkSize", g.ChunkSize, MinChunkSize, MaxChunkSize)
+	items.CheckRange(&p, "chunkSize", g.ChunkSize, compression.MinChunkSize, compression.MaxChunkSize)
 	return p.Err()
 }
 
 // Build implements items.Item.
-func (g *Gzip) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (g *Gzip) Build() ([]envoyfilter.Patch, error) {
 	lib := &gzipv3.Gzip{
 		MemoryLevel:         wrapperspb.UInt32(g.MemoryLevel),
 		WindowBits:          wrapperspb.UInt32(g.WindowBits),

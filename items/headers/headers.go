@@ -5,14 +5,13 @@
 package headers
 
 import (
-	"strings"
+	"maps"
+	"slices"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http/httpguts"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -65,15 +64,19 @@ type XFF struct {
 	TrustedHops      *uint32 `json:"trustedHops" doc:"Proxies in front of this one whose X-Forwarded-For entries are trusted (HCM xff_num_trusted_hops)."`
 }
 
-var _ items.Item = (*Headers)(nil)
+var (
+	_ items.Item = (*Headers)(nil)
+	_ items.Enum = ServerMode("")
+)
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "Header policy: x-envoy headers, x-real-ip, server header, request ids, X-Forwarded-For, response headers.",
-		Priority: envoyfilter.PriorityHeaders,
-		New:      func() items.Item { return &Headers{Toggle: items.Toggle{Enable: true}} },
-		TopLevel: map[string]string{"disableXEnvoyHeaders": "disableXEnvoyHeaders", "addXRealIpHeader": "addXRealIpHeader"},
+		Name:             Name,
+		Summary:          "Header policy: x-envoy headers, x-real-ip, server header, request ids, X-Forwarded-For, response headers.",
+		Stage:            envoyfilter.StageHeaders,
+		EnabledByDefault: true,
+		New:              func() items.Item { return &Headers{} },
+		TopLevel:         map[string]string{"disableXEnvoyHeaders": "disableXEnvoyHeaders", "addXRealIpHeader": "addXRealIpHeader"},
 	})
 }
 
@@ -94,35 +97,19 @@ func (h *Headers) Validate() error {
 			p.Addf("server.name", "must be a valid header value")
 		}
 	}
-	for _, name := range items.SortedKeys(h.ResponseHeaders) {
+	for _, name := range slices.Sorted(maps.Keys(h.ResponseHeaders)) {
 		path := "responseHeaders." + name
-		switch {
-		case !httpguts.ValidHeaderFieldName(name) || strings.HasPrefix(name, ":"):
-			p.Addf(path, "must be a valid HTTP header name")
-		case strings.ToLower(name) != name:
-			p.Addf(path, "must be lower case (%q)", strings.ToLower(name))
-		case name == "host" || name == "server":
+		items.CheckHeader(&p, path, name, h.ResponseHeaders[name])
+		if name == "host" || name == "server" {
 			p.Addf(path, "can't be set here; use server for the server header")
 		}
-		if !httpguts.ValidHeaderFieldValue(h.ResponseHeaders[name]) {
-			p.Addf(path, "must be a valid header value (no control characters)")
-		}
 	}
-	if h.Enable && !h.DisableXEnvoyHeaders && !h.AddXRealIPHeader && h.Server == nil && h.RequestID == nil && h.XFF == nil && len(h.ResponseHeaders) == 0 {
-		p.Addf("", "sets nothing; give at least one key, or remove the section")
-	}
+	items.RequireSomething(&p, h)
 	return p.Err()
 }
 
-func boolValue(b *bool) *wrapperspb.BoolValue {
-	if b == nil {
-		return nil
-	}
-	return wrapperspb.Bool(*b)
-}
-
 // Build implements items.Item.
-func (h *Headers) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (h *Headers) Build() ([]envoyfilter.Patch, error) {
 	var patches []envoyfilter.Patch
 	if h.DisableXEnvoyHeaders {
 		p, err := envoyfilter.MergeRouter(&routerv3.Router{SuppressEnvoyHeaders: true})
@@ -149,14 +136,14 @@ func (h *Headers) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
 	}
 	if r := h.RequestID; r != nil {
 		setHCM = true
-		hcm.GenerateRequestId = boolValue(r.Generate)
+		hcm.GenerateRequestId = items.OptionalBool(r.Generate)
 		if r.PreserveExternal != nil {
 			hcm.PreserveExternalRequestId = *r.PreserveExternal
 		}
 	}
 	if x := h.XFF; x != nil {
 		setHCM = true
-		hcm.UseRemoteAddress = boolValue(x.UseRemoteAddress)
+		hcm.UseRemoteAddress = items.OptionalBool(x.UseRemoteAddress)
 		if x.TrustedHops != nil {
 			hcm.XffNumTrustedHops = *x.TrustedHops
 		}
@@ -171,10 +158,10 @@ func (h *Headers) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
 
 	rc := &routev3.RouteConfiguration{}
 	if h.AddXRealIPHeader {
-		rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, overwrite(RealIPHeader, RealIPValue))
+		rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.SetHeader(RealIPHeader, RealIPValue))
 	}
-	for _, name := range items.SortedKeys(h.ResponseHeaders) {
-		rc.ResponseHeadersToAdd = append(rc.ResponseHeadersToAdd, overwrite(name, h.ResponseHeaders[name]))
+	for _, name := range slices.Sorted(maps.Keys(h.ResponseHeaders)) {
+		rc.ResponseHeadersToAdd = append(rc.ResponseHeadersToAdd, envoyfilter.SetHeader(name, h.ResponseHeaders[name]))
 	}
 	if h.Server != nil && h.Server.Mode == "strip" {
 		// Envoy has no strip mode: pass the service's header through and
@@ -185,11 +172,4 @@ func (h *Headers) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
 		patches = append(patches, envoyfilter.MergeRouteConfigurations(rc))
 	}
 	return patches, nil
-}
-
-func overwrite(name, value string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{
-		Header:       &corev3.HeaderValue{Key: name, Value: value},
-		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-	}
 }

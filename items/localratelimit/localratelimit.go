@@ -5,13 +5,13 @@
 package localratelimit
 
 import (
-	"strings"
+	"maps"
+	"slices"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -19,10 +19,9 @@ import (
 	"github.com/globalconfig/globalconfig/items"
 )
 
-// Name is the item's key in the document, and FilterName the filter's.
+// Name is the item's key in the document.
 const (
-	Name       = "localRateLimit"
-	FilterName = "envoy.filters.http.local_ratelimit"
+	Name = "localRateLimit"
 	// StatPrefix names the filter's statistics (http_local_rate_limiter.*).
 	StatPrefix = "http_local_rate_limiter"
 	// MinFillInterval is Envoy's floor for a token bucket's fill interval.
@@ -47,12 +46,12 @@ var _ items.Item = (*LocalRateLimit)(nil)
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "A global token bucket per proxy; requests over the limit are answered 429.",
-		Priority: envoyfilter.PriorityTrafficPolicy,
+		Name:             Name,
+		Summary:          "A global token bucket per proxy; requests over the limit are answered 429.",
+		Stage:            envoyfilter.StageTrafficPolicy,
+		EnabledByDefault: true,
 		New: func() items.Item {
 			return &LocalRateLimit{
-				Toggle:         items.Toggle{Enable: true},
 				TokensPerFill:  1,
 				FillInterval:   items.Seconds{Duration: time.Second},
 				FilterEnabled:  100,
@@ -76,13 +75,8 @@ func (l *LocalRateLimit) Validate() error {
 	}
 	items.CheckRange(&p, "filterEnabled", l.FilterEnabled, 0, 100)
 	items.CheckRange(&p, "filterEnforced", l.FilterEnforced, 0, 100)
-	for _, name := range items.SortedKeys(l.ResponseHeaders) {
-		if !httpguts.ValidHeaderFieldName(name) || strings.ToLower(name) != name {
-			p.Addf("responseHeaders."+name, "must be a valid lower-case HTTP header name")
-		}
-		if !httpguts.ValidHeaderFieldValue(l.ResponseHeaders[name]) {
-			p.Addf("responseHeaders."+name, "must be a valid header value")
-		}
+	for _, name := range slices.Sorted(maps.Keys(l.ResponseHeaders)) {
+		items.CheckHeader(&p, "responseHeaders."+name, name, l.ResponseHeaders[name])
 	}
 	return p.Err()
 }
@@ -96,7 +90,7 @@ func fraction(percent float64, key string) *corev3.RuntimeFractionalPercent {
 }
 
 // Build implements items.Item.
-func (l *LocalRateLimit) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (l *LocalRateLimit) Build() ([]envoyfilter.Patch, error) {
 	cfg := &ratelimitv3.LocalRateLimit{
 		StatPrefix: StatPrefix,
 		TokenBucket: &typev3.TokenBucket{
@@ -108,13 +102,10 @@ func (l *LocalRateLimit) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) 
 		FilterEnforced: fraction(l.FilterEnforced, "globalconfig.local_rate_limit.enforced"),
 		Status:         &typev3.HttpStatus{Code: typev3.StatusCode_TooManyRequests},
 	}
-	for _, name := range items.SortedKeys(l.ResponseHeaders) {
-		cfg.ResponseHeadersToAdd = append(cfg.ResponseHeadersToAdd, &corev3.HeaderValueOption{
-			Header:       &corev3.HeaderValue{Key: name, Value: l.ResponseHeaders[name]},
-			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-		})
+	for _, name := range slices.Sorted(maps.Keys(l.ResponseHeaders)) {
+		cfg.ResponseHeadersToAdd = append(cfg.ResponseHeadersToAdd, envoyfilter.SetHeader(name, l.ResponseHeaders[name]))
 	}
-	p, err := envoyfilter.InsertBeforeRouter(FilterName, cfg)
+	p, err := envoyfilter.InsertHTTPFilter(envoyfilter.LocalRateLimit, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -13,11 +13,8 @@ import (
 	"github.com/globalconfig/globalconfig/items"
 )
 
-// Name is the item's key in the document, and FilterName the filter's.
-const (
-	Name       = "requestBody"
-	FilterName = "envoy.filters.http.buffer"
-)
+// Name is the item's key in the document.
+const Name = "requestBody"
 
 // RequestBody is the `requestBody` section.
 type RequestBody struct {
@@ -29,10 +26,11 @@ var _ items.Item = (*RequestBody)(nil)
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "A maximum request body size; larger requests are answered 413.",
-		Priority: envoyfilter.PriorityTrafficPolicy + 1,
-		New:      func() items.Item { return &RequestBody{Toggle: items.Toggle{Enable: true}} },
+		Name:             Name,
+		Summary:          "A maximum request body size; larger requests are answered 413.",
+		Stage:            envoyfilter.StageTrafficPolicy,
+		EnabledByDefault: true,
+		New:              func() items.Item { return &RequestBody{} },
 	})
 }
 
@@ -49,8 +47,8 @@ func (r *RequestBody) Validate() error {
 }
 
 // Build implements items.Item.
-func (r *RequestBody) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
-	p, err := envoyfilter.InsertBeforeRouter(FilterName, &bufferv3.Buffer{MaxRequestBytes: wrapperspb.UInt32(uint32(r.MaxSize))})
+func (r *RequestBody) Build() ([]envoyfilter.Patch, error) {
+	p, err := envoyfilter.InsertHTTPFilter(envoyfilter.Buffer, &bufferv3.Buffer{MaxRequestBytes: wrapperspb.UInt32(uint32(r.MaxSize))})
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,11 @@
 package tracing
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +65,7 @@ type Tracing struct {
 var (
 	_ items.Item         = (*Tracing)(nil)
 	_ items.SecretHolder = (*Tracing)(nil)
+	_ items.Enum         = Protocol("")
 )
 
 // Secrets implements items.SecretHolder: the SkyWalking access token.
@@ -120,14 +123,16 @@ type CustomTag struct {
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "Distributed tracing: provider, sampling and custom tags (Higress-compatible).",
-		Priority: envoyfilter.PriorityObservability,
-		New:      New,
+		Name:    Name,
+		Summary: "Distributed tracing: provider, sampling and custom tags (Higress-compatible).",
+		Stage:   envoyfilter.StageObservability,
+		// Higress's default: tracing is off until `enable: true`.
+		EnabledByDefault: false,
+		New:              New,
 	})
 }
 
-// New returns Higress's defaults: tracing off until `enable: true`.
+// New returns Higress's defaults.
 func New() items.Item {
 	return &Tracing{
 		Sampling: DefaultSampling,
@@ -162,11 +167,7 @@ func (t *Tracing) Validate() error {
 		p.Addf("timeout", "must be greater than 0")
 	}
 	backends := t.backends()
-	names := make([]string, 0, len(backends))
-	for name := range backends {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(backends))
 	if t.Enable && len(backends) != 1 {
 		if len(backends) == 0 {
 			p.Addf("", "enabled tracing needs one backend: zipkin, skywalking, opentelemetry or datadog")
@@ -198,7 +199,7 @@ func (t *Tracing) Validate() error {
 			p.Addf("opentelemetry.path", "only applies to protocol http")
 		}
 	}
-	for _, tag := range items.SortedKeys(t.CustomTags) {
+	for _, tag := range slices.Sorted(maps.Keys(t.CustomTags)) {
 		t.CustomTags[tag].validate(&p, "customTags."+tag)
 	}
 	return p.Err()
@@ -232,7 +233,7 @@ func (c CustomTag) validate(p *items.Problems, path string) {
 }
 
 // Build implements items.Item.
-func (t *Tracing) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (t *Tracing) Build() ([]envoyfilter.Patch, error) {
 	provider, cluster, grpc, err := t.provider()
 	if err != nil {
 		return nil, err
@@ -289,7 +290,7 @@ func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
 		name = envoyfilter.TracerZipkin
 		cfg = &tracev3.ZipkinConfig{
 			CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON,
-			CollectorService:         httpService(b, orDefault(t.Zipkin.Path, DefaultZipkinPath), timeout),
+			CollectorService:         httpService(b, cmp.Or(t.Zipkin.Path, DefaultZipkinPath), timeout),
 		}
 	case t.Skywalking != nil:
 		b, grpc = t.Skywalking.Backend, true
@@ -304,7 +305,7 @@ func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
 		name = envoyfilter.TracerOpenTelemetry
 		otel := &tracev3.OpenTelemetryConfig{ServiceName: t.ServiceName}
 		if t.OpenTelemetry.Protocol == "http" {
-			otel.HttpService = httpService(b, orDefault(t.OpenTelemetry.Path, DefaultOTLPHTTPPath), timeout)
+			otel.HttpService = httpService(b, cmp.Or(t.OpenTelemetry.Path, DefaultOTLPHTTPPath), timeout)
 		} else {
 			grpc = true
 			otel.GrpcService = grpcService(b, timeout)
@@ -316,7 +317,7 @@ func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
 		cfg = &tracev3.DatadogConfig{
 			CollectorCluster:  envoyfilter.OutboundCluster(b.Service, uint32(b.Port)),
 			CollectorHostname: b.Service,
-			ServiceName:       orDefault(t.ServiceName, DatadogDefaultServiceName),
+			ServiceName:       cmp.Or(t.ServiceName, DatadogDefaultServiceName),
 		}
 	default:
 		return nil, "", false, fmt.Errorf("no tracing backend configured")
@@ -350,7 +351,7 @@ func grpcService(b Backend, timeout *durationpb.Duration) *corev3.GrpcService {
 // customTags converts the tags, sorted by name for deterministic output.
 func (t *Tracing) customTags() []*tagsv3.CustomTag {
 	var out []*tagsv3.CustomTag
-	for _, n := range items.SortedKeys(t.CustomTags) {
+	for _, n := range slices.Sorted(maps.Keys(t.CustomTags)) {
 		c := t.CustomTags[n]
 		tag := &tagsv3.CustomTag{Tag: n}
 		switch {
@@ -364,11 +365,4 @@ func (t *Tracing) customTags() []*tagsv3.CustomTag {
 		out = append(out, tag)
 	}
 	return out
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }

@@ -10,8 +10,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -33,10 +31,11 @@ var _ items.Item = (*Upstream)(nil)
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "Service-side connection settings: idle and connect timeouts, buffer limits, requests per connection (Higress-compatible).",
-		Priority: envoyfilter.PriorityConnection + 1,
-		New:      func() items.Item { return &Upstream{Toggle: items.Toggle{Enable: true}} },
+		Name:             Name,
+		Summary:          "Service-side connection settings: idle and connect timeouts, buffer limits, requests per connection (Higress-compatible).",
+		Stage:            envoyfilter.StageConnection,
+		EnabledByDefault: true,
+		New:              func() items.Item { return &Upstream{} },
 	})
 }
 
@@ -49,28 +48,20 @@ func (u *Upstream) Validate() error {
 	if v := u.MaxRequestsPerConnection; v != nil && *v < 1 {
 		p.Addf("maxRequestsPerConnection", "must be at least 1, got %d", *v)
 	}
-	if u.Enable && u.IdleTimeout == nil && u.ConnectTimeout == nil && u.ConnectionBufferLimits == nil && u.MaxRequestsPerConnection == nil {
-		p.Addf("", "sets nothing; give at least one key, or remove the section")
-	}
+	items.RequireSomething(&p, u)
 	return p.Err()
 }
 
 // Build implements items.Item.
-func (u *Upstream) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
-	c := &clusterv3.Cluster{}
-	if u.ConnectTimeout != nil {
-		c.ConnectTimeout = durationpb.New(u.ConnectTimeout.Duration)
-	}
-	if u.ConnectionBufferLimits != nil {
-		c.PerConnectionBufferLimitBytes = wrapperspb.UInt32(*u.ConnectionBufferLimits)
+func (u *Upstream) Build() ([]envoyfilter.Patch, error) {
+	c := &clusterv3.Cluster{
+		ConnectTimeout:                items.OptionalDuration(u.ConnectTimeout),
+		PerConnectionBufferLimitBytes: items.OptionalUInt32(u.ConnectionBufferLimits),
 	}
 	if u.IdleTimeout != nil || u.MaxRequestsPerConnection != nil {
-		common := &corev3.HttpProtocolOptions{}
-		if u.IdleTimeout != nil {
-			common.IdleTimeout = durationpb.New(u.IdleTimeout.Duration)
-		}
-		if u.MaxRequestsPerConnection != nil {
-			common.MaxRequestsPerConnection = wrapperspb.UInt32(*u.MaxRequestsPerConnection)
+		common := &corev3.HttpProtocolOptions{
+			IdleTimeout:              items.OptionalDuration(u.IdleTimeout),
+			MaxRequestsPerConnection: items.OptionalUInt32(u.MaxRequestsPerConnection),
 		}
 		// Istio merges a cluster patch's typed_extension_protocol_options
 		// entry by replacing it whole, so these options must say how to

@@ -14,12 +14,9 @@ import (
 // Name is the item's key in the document.
 const Name = "zstd"
 
-// Limits: zstd's own level range (Envoy passes the level through), and
-// Envoy's chunk size range.
-const (
-	MinCompressionLevel, MaxCompressionLevel = 1, 22
-	MinChunkSize, MaxChunkSize               = 4096, 65536
-)
+// Limits: zstd's own level range (Envoy passes the level through); the
+// chunk size limits are compression's.
+const MinCompressionLevel, MaxCompressionLevel = 1, 22
 
 // Zstd is the `zstd` section.
 type Zstd struct {
@@ -31,7 +28,10 @@ type Zstd struct {
 	ChunkSize        uint32   `json:"chunkSize" doc:"Size of the output buffer, 4096 to 65536 bytes."`
 }
 
-var _ items.Item = (*Zstd)(nil)
+var (
+	_ items.Item = (*Zstd)(nil)
+	_ items.Enum = Strategy("")
+)
 
 // Strategy is a zstd strategy by Envoy's enum name.
 type Strategy string
@@ -41,10 +41,11 @@ func (Strategy) Values() []string { return items.EnumNames(zstdv3.Zstd_Strategy_
 
 func init() {
 	items.Register(items.Registration{
-		Name:     Name,
-		Summary:  "zstd compression of responses.",
-		Priority: envoyfilter.PriorityCompression + 2,
-		New:      New,
+		Name:             Name,
+		Summary:          "zstd compression of responses.",
+		Stage:            envoyfilter.StageCompression,
+		EnabledByDefault: true,
+		New:              New,
 	})
 }
 
@@ -52,11 +53,10 @@ func init() {
 // present section is enabled unless it says `enable: false`.
 func New() items.Item {
 	return &Zstd{
-		Toggle:           items.Toggle{Enable: true},
 		Response:         compression.DefaultResponse(),
 		CompressionLevel: 3,
 		Strategy:         "DEFAULT",
-		ChunkSize:        MinChunkSize,
+		ChunkSize:        compression.MinChunkSize,
 	}
 }
 
@@ -65,12 +65,12 @@ func (z *Zstd) Validate() error {
 	var p items.Problems
 	z.Response.Validate(&p)
 	items.CheckRange(&p, "compressionLevel", z.CompressionLevel, MinCompressionLevel, MaxCompressionLevel)
-	items.CheckRange(&p, "chunkSize", z.ChunkSize, MinChunkSize, MaxChunkSize)
+	items.CheckRange(&p, "chunkSize", z.ChunkSize, compression.MinChunkSize, compression.MaxChunkSize)
 	return p.Err()
 }
 
 // Build implements items.Item.
-func (z *Zstd) Build(envoyfilter.Target) ([]envoyfilter.Patch, error) {
+func (z *Zstd) Build() ([]envoyfilter.Patch, error) {
 	lib := &zstdv3.Zstd{
 		CompressionLevel: wrapperspb.UInt32(z.CompressionLevel),
 		EnableChecksum:   z.EnableChecksum,

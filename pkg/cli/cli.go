@@ -203,7 +203,7 @@ func listItems(args []string, env Env) int {
 		return ExitUsage
 	}
 	for i, r := range items.All() {
-		defaults, err := yaml.Marshal(r.New())
+		defaults, err := yaml.Marshal(r.NewItem())
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "globalconfig items: %s: %v\n", r.Name, err)
 			return ExitIO

@@ -14,22 +14,6 @@ import (
 	"github.com/globalconfig/globalconfig/items"
 )
 
-// scalarDecoder is implemented by value types that read one YAML scalar
-// themselves (durations, ports). tag is the resolved YAML tag ("!!int").
-type scalarDecoder interface {
-	DecodeScalar(tag, value string) error
-}
-
-// enumerated is implemented by string types with a fixed set of values.
-type enumerated interface {
-	Values() []string
-}
-
-var (
-	scalarDecoderType = reflect.TypeFor[scalarDecoder]()
-	enumeratedType    = reflect.TypeFor[enumerated]()
-)
-
 // decoder walks a YAML node tree into Go values by their json tags,
 // collecting every problem instead of stopping at the first, and
 // remembering the line of every path it visits.
@@ -94,12 +78,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if isNull(n) {
 		return
 	}
-	if v.CanAddr() && v.Addr().Type().Implements(scalarDecoderType) {
+	if sd, ok := items.AsScalarDecoder(v); ok {
 		if n.Kind != yaml.ScalarNode {
 			d.fail(n, path, "expected a single value, got %s", describe(n))
 			return
 		}
-		if err := v.Addr().Interface().(scalarDecoder).DecodeScalar(n.ShortTag(), n.Value); err != nil {
+		if err := sd.DecodeScalar(n.ShortTag(), n.Value); err != nil {
 			d.fail(n, path, "%v", err)
 		}
 		return
@@ -154,8 +138,7 @@ func (d *decoder) decodeString(n *yaml.Node, v reflect.Value, path string) {
 		d.fail(n, path, "expected a string, got %s", describe(n))
 		return
 	}
-	if v.Type().Implements(enumeratedType) {
-		allowed := v.Interface().(enumerated).Values()
+	if allowed, ok := items.EnumValues(v.Type()); ok {
 		if !slices.Contains(allowed, n.Value) {
 			if s := suggest(n.Value, allowed); s != "" {
 				d.fail(n, path, "unknown value %q; did you mean %q?", n.Value, s)

@@ -34,9 +34,10 @@ type Document struct {
 
 // Section is one item of the document.
 type Section struct {
-	Name     string
-	Priority int32
-	Item     items.Item
+	Name string
+	// Placement is the item's EnvoyFilter priority and insert position.
+	Placement envoyfilter.Placement
+	Item      items.Item
 	// Target is where the item applies: the document's target with the
 	// item's own target section laid over it.
 	Target envoyfilter.Target
@@ -194,7 +195,7 @@ type aliasNode struct {
 // that restate the defaults (Higress writes disableXEnvoyHeaders: false) is
 // no section at all: ok is false.
 func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, top []aliasNode) (sec Section, ok bool) {
-	s := Section{Name: reg.Name, Priority: reg.Priority, Item: reg.New(), Target: docTarget}
+	s := Section{Name: reg.Name, Placement: reg.Placement(), Item: reg.NewItem(), Target: docTarget}
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if n.Content[i].Value == TargetKey {
@@ -219,7 +220,7 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 		// Validation reports the item's key; point it at the line used.
 		d.lines[fielderr.Join(reg.Name, a.field)] = a.node.Line
 	}
-	if len(n.Content) == 0 && len(top) > 0 && reflect.DeepEqual(s.Item, reg.New()) {
+	if len(n.Content) == 0 && len(top) > 0 && reflect.DeepEqual(s.Item, reg.NewItem()) {
 		return s, false
 	}
 	d.addValidation(reg.Name, s.Item.Validate())

@@ -237,7 +237,7 @@ func TestDefaultsAndPresence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := section(t, doc, "gzip").Item.(*gzip.Gzip); g.ChunkSize != gzip.MinChunkSize {
+	if g := section(t, doc, "gzip").Item.(*gzip.Gzip); g.ChunkSize != 4096 {
 		t.Errorf("null chunkSize gave %d, want the default", g.ChunkSize)
 	}
 }

@@ -23,11 +23,6 @@ type Schema struct {
 	Default              json.RawMessage    `json:"default,omitempty"`
 }
 
-// schemaTyped is implemented by value types that decode themselves.
-type schemaTyped interface{ SchemaTypes() []string }
-
-var schemaTypedType = reflect.TypeFor[schemaTyped]()
-
 // JSONSchema describes the document for editors (yaml-language-server):
 // every registered item with its keys, types, enums and defaults, and no
 // unknown keys anywhere.
@@ -44,7 +39,8 @@ func JSONSchema() *Schema {
 	target.Description = "Where the generated EnvoyFilters apply; an item's own target overrides it field by field."
 	root.Properties[TargetKey] = target
 	for _, r := range items.All() {
-		s := schemaOf(reflect.TypeOf(r.New()).Elem(), reflect.ValueOf(r.New()).Elem())
+		def := r.NewItem()
+		s := schemaOf(reflect.TypeOf(def).Elem(), reflect.ValueOf(def).Elem())
 		s.Description = r.Summary
 		s.Type = append(s.Type, "null")
 		s.Properties[TargetKey] = target
@@ -61,8 +57,8 @@ func JSONSchema() *Schema {
 // schemaOf describes type t; def, when valid, is its default value.
 func schemaOf(t reflect.Type, def reflect.Value) *Schema {
 	s := &Schema{}
-	if reflect.PointerTo(t).Implements(schemaTypedType) {
-		s.Type = reflect.New(t).Interface().(schemaTyped).SchemaTypes()
+	if types, ok := items.SchemaTypes(t); ok {
+		s.Type = types
 		s.Default = defaultOf(def)
 		return s
 	}
@@ -91,9 +87,7 @@ func schemaOf(t reflect.Type, def reflect.Value) *Schema {
 		s.Default = defaultOf(def)
 	case reflect.String:
 		s.Type = []string{"string"}
-		if t.Implements(enumeratedType) {
-			s.Enum = reflect.Zero(t).Interface().(enumerated).Values()
-		}
+		s.Enum, _ = items.EnumValues(t)
 		s.Default = defaultOf(def)
 	case reflect.Bool:
 		s.Type = []string{"boolean"}

@@ -27,12 +27,12 @@ func Desired(doc *document.Document) ([]*envoyfilter.Object, error) {
 		if !s.Item.Enabled() {
 			continue
 		}
-		patches, err := s.Item.Build(s.Target)
+		patches, err := s.Item.Build()
 		if err != nil {
 			errs.Add(s.Name, err)
 			continue
 		}
-		obj, err := envoyfilter.Render(s.Name, s.Priority, s.Target, patches)
+		obj, err := envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)
 		if err != nil {
 			errs.Add(s.Name, err)
 			continue

@@ -74,7 +74,7 @@ func handwritten(minContentLength int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := envoyfilter.InsertBeforeRouter(handwrittenName, &compressorv3.Compressor{
+	p, err := envoyfilter.InsertHTTPFilter(handwrittenName, &compressorv3.Compressor{
 		ResponseDirectionConfig: &compressorv3.Compressor_ResponseDirectionConfig{CommonConfig: &compressorv3.Compressor_CommonDirectionConfig{
 			MinContentLength: wrapperspb.UInt32(uint32(minContentLength)), ContentType: []string{"application/json"},
 		}},
@@ -83,7 +83,7 @@ func handwritten(minContentLength int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj, err := envoyfilter.Render("handwritten", 0, envoyfilter.DefaultTarget(), []envoyfilter.Patch{p})
+	obj, err := envoyfilter.NewObject("handwritten", envoyfilter.Placement{Insert: envoyfilter.StageCompression.Insert}, envoyfilter.DefaultTarget(), []envoyfilter.Patch{p})
 	if err != nil {
 		return nil, err
 	}

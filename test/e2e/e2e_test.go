@@ -58,7 +58,7 @@ func sentinel(ctx context.Context, t *testing.T, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, err := envoyfilter.Render("e2e-sentinel", -100, envoyfilter.DefaultTarget(), []envoyfilter.Patch{p})
+	obj, err := envoyfilter.NewObject("e2e-sentinel", envoyfilter.Placement{Priority: -100}, envoyfilter.DefaultTarget(), []envoyfilter.Patch{p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,11 @@ type Response struct {
 	DisableOnEtagHeader bool     `json:"disableOnEtagHeader" doc:"Leave responses with an ETag header uncompressed."`
 }
 
+// Envoy's range for every compressor library's chunk_size (the output
+// buffer): gzip, brotli and zstd share it. Envoy's floor of 4096 is tighter
+// than Higress's (> 0), and Envoy's wins: a smaller value is rejected.
+const MinChunkSize, MaxChunkSize = 4096, 65536
+
 // DefaultMinContentLength is Higress's default: smaller bodies gain too
 // little to be worth the CPU.
 const DefaultMinContentLength = 1024
@@ -60,7 +65,7 @@ func (r Response) Validate(p *items.Problems) {
 }
 
 // Patch builds the compressor filter for library (named name, configured by
-// lib) and inserts it before the router. Only responses are compressed:
+// lib) and inserts it at the compression stage's position. Only responses are compressed:
 // the request direction is left unset, which Envoy treats as off.
 func Patch(name string, r Response, lib proto.Message) (envoyfilter.Patch, error) {
 	typedLib, err := anypb.New(lib)
@@ -77,5 +82,5 @@ func Patch(name string, r Response, lib proto.Message) (envoyfilter.Patch, error
 		},
 		CompressorLibrary: &corev3.TypedExtensionConfig{Name: name, TypedConfig: typedLib},
 	}
-	return envoyfilter.InsertBeforeRouter(envoyfilter.Compressor+"."+name, c)
+	return envoyfilter.InsertHTTPFilter(envoyfilter.Compressor+"."+name, c)
 }
