@@ -1,6 +1,7 @@
 package envoyfilter
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,7 +23,7 @@ import (
 // ToStruct encodes m the way an EnvoyFilter carries it: a Struct whose keys
 // are proto field names and whose Any values carry "@type".
 func ToStruct(m proto.Message) (*structpb.Struct, error) {
-	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	js, err := protoNames.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
 	}
@@ -32,6 +33,9 @@ func ToStruct(m proto.Message) (*structpb.Struct, error) {
 	}
 	return s, nil
 }
+
+// protoNames encodes with proto field names, as EnvoyFilter values use them.
+var protoNames = protojson.MarshalOptions{UseProtoNames: true}
 
 // FromStruct decodes an EnvoyFilter patch value strictly into the type
 // Istio uses for applyTo: an unknown field, a value of the wrong type or an
@@ -75,21 +79,28 @@ func Check(p Patch) (*structpb.Struct, error) {
 	if got, exp := p.Value.ProtoReflect().Descriptor().FullName(), want.ProtoReflect().Descriptor().FullName(); got != exp {
 		return nil, fmt.Errorf("%s patch value must be %s, got %s", p.ApplyTo, exp, got)
 	}
-	s, err := ToStruct(p.Value)
+	// Encode as Istio carries it: proto JSON, then a Struct (whose numbers
+	// are float64, so this is where a huge integer would lose digits).
+	js, err := protoNames.Marshal(p.Value)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode %s: %w", want.ProtoReflect().Descriptor().FullName(), err)
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(js, s); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", want.ProtoReflect().Descriptor().FullName(), err)
 	}
 	back, err := FromStruct(p.ApplyTo, s)
 	if err != nil {
 		return nil, err
 	}
-	// Compare as Structs: packed Any bytes of messages with maps differ
-	// from one marshal to the next, the Struct form does not.
-	again, err := ToStruct(back)
+	// The value must come back as it went in. Compare the JSON forms:
+	// protojson sorts map keys and expands Anys, while packed Any bytes of
+	// messages with maps differ from one marshal to the next.
+	again, err := protoNames.Marshal(back)
 	if err != nil {
 		return nil, err
 	}
-	if !proto.Equal(again, s) {
+	if !bytes.Equal(again, js) {
 		return nil, fmt.Errorf("%s value changes in its Struct encoding", p.ApplyTo)
 	}
 	if err := Validate(p.ApplyTo, p.Operation, back); err != nil {

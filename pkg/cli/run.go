@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/app"
 )
 
 // Defaults of `globalconfig run`.
@@ -26,8 +26,8 @@ const (
 )
 
 // runFlags defines the flags of `run` on fs.
-func runFlags(fs *flag.FlagSet) (*controller.Options, *string, *string) {
-	o := &controller.Options{}
+func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
+	o := &app.Options{}
 	cm := fs.String("configmap", DefaultConfigMap, "the global ConfigMap, NAMESPACE/NAME; its data key config.yaml holds the document")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `Prometheus metrics address ("0" disables)`)
@@ -35,17 +35,17 @@ func runFlags(fs *flag.FlagSet) (*controller.Options, *string, *string) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", "", "namespace of the Lease (default: the ConfigMap's)")
 	fs.StringVar(&o.LeaseName, "leader-elect-name", DefaultLeaseName, "name of the Lease")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", controller.DefaultLeaseDuration, "how long a lease lasts without renewal")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", controller.DefaultRenewDeadline, "how long the leader retries renewing before it gives up")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", controller.DefaultRetryPeriod, "how often candidates try to acquire or renew")
-	fs.BoolVar(&o.Config.PruneOnDelete, "prune-on-delete", false, "remove the managed EnvoyFilters when the ConfigMap is deleted (default: keep them)")
-	fs.StringVar(&o.Config.FieldManager, "field-manager", "globalconfig", "server-side apply field manager")
-	fs.DurationVar(&o.Config.Resync, "resync", DefaultResync, "informer resync period (a resync that finds nothing to do writes nothing)")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", app.DefaultLeaseDuration, "how long a lease lasts without renewal")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", app.DefaultRenewDeadline, "how long the leader retries renewing before it gives up")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", app.DefaultRetryPeriod, "how often candidates try to acquire or renew")
+	fs.BoolVar(&o.Controller.PruneOnDelete, "prune-on-delete", false, "remove the managed EnvoyFilters when the ConfigMap is deleted (default: keep them)")
+	fs.StringVar(&o.Controller.FieldManager, "field-manager", "globalconfig", "server-side apply field manager")
+	fs.DurationVar(&o.Resync, "resync", DefaultResync, "informer resync period (a resync that finds nothing to do writes nothing)")
 	fs.StringVar(&o.MCPAddr, "mcp-addr", "", "serve the EnvoyFilters to istiod over MCP (ADS) at this address, e.g. 127.0.0.1:15051")
 	fs.Func("sink", "where the EnvoyFilters go: kube (EnvoyFilter objects, default), mcp (served to istiod only) or both", func(v string) error {
-		switch s := controller.Sink(v); s {
-		case controller.SinkKube, controller.SinkMCP, controller.SinkBoth:
-			o.Config.Sink = s
+		switch s := app.Sink(v); s {
+		case app.SinkKube, app.SinkMCP, app.SinkBoth:
+			o.Sink = s
 			return nil
 		}
 		return fmt.Errorf("must be kube, mcp or both")
@@ -74,12 +74,12 @@ func runCommand(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "globalconfig run: --configmap must be NAMESPACE/NAME, got %q\n", *cm)
 		return ExitUsage
 	}
-	opts.Config.Namespace, opts.Config.Name = ns, name
-	if opts.Config.Sink == "" {
-		opts.Config.Sink = controller.SinkKube
+	opts.Controller.Namespace, opts.Controller.Name = ns, name
+	if opts.Sink == "" {
+		opts.Sink = app.SinkKube
 	}
-	if opts.Config.Sink.MCP() != (opts.MCPAddr != "") {
-		fmt.Fprintf(env.Stderr, "globalconfig run: --sink mcp and --sink both need --mcp-addr, and --mcp-addr needs one of them (got --sink %s)\n", opts.Config.Sink)
+	if opts.Sink.MCP() != (opts.MCPAddr != "") {
+		fmt.Fprintf(env.Stderr, "globalconfig run: --sink mcp and --sink both need --mcp-addr, and --mcp-addr needs one of them (got --sink %s)\n", opts.Sink)
 		return ExitUsage
 	}
 	if opts.LeaseNamespace == "" {
@@ -97,7 +97,7 @@ func runCommand(args []string, env Env) int {
 	log := slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: lvl}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := controller.Run(ctx, *opts, log); err != nil {
+	if err := app.Run(ctx, *opts, log); err != nil {
 		log.Error("exiting", "err", err)
 		return ExitRun
 	}

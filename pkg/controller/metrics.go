@@ -2,14 +2,10 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Metrics are the controller's Prometheus metrics, on a registry of their
-// own (no global state).
+// Metrics are the controller's Prometheus metrics.
 type Metrics struct {
-	Registry *prometheus.Registry
-
 	Reconciles        *prometheus.CounterVec
 	ReconcileErrors   prometheus.Counter
 	ReconcileDuration prometheus.Histogram
@@ -18,15 +14,11 @@ type Metrics struct {
 	ManagedFilters    prometheus.Gauge
 	APIWrites         *prometheus.CounterVec
 	Leader            prometheus.Gauge
-	MCPConnections    prometheus.Gauge
-	MCPResponses      *prometheus.CounterVec
-	MCPPublishes      prometheus.Counter
 }
 
-// NewMetrics creates and registers the metrics.
-func NewMetrics() *Metrics {
+// NewMetrics creates the metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "globalconfig_reconcile_total",
 			Help: "Reconciles by result: applied (something was written), unchanged, invalid (document rejected, last good kept), error.",
@@ -61,20 +53,7 @@ func NewMetrics() *Metrics {
 			Help: "1 while this replica is the elected writer.",
 		}),
 	}
-	m.MCPConnections = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "globalconfig_mcp_connections",
-		Help: "istiods connected to the MCP server.",
-	})
-	m.MCPResponses = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "globalconfig_mcp_responses_total",
-		Help: "istiod's answers to MCP pushes by type and result (ack or nack).",
-	}, []string{"type", "result"})
-	m.MCPPublishes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "globalconfig_mcp_publishes_total",
-		Help: "New EnvoyFilter sets published to the MCP server.",
-	})
-	m.Registry.MustRegister(m.MCPConnections, m.MCPResponses, m.MCPPublishes, m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
-		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
+		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader)
 	return m
 }

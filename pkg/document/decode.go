@@ -23,9 +23,14 @@ type decoder struct {
 	// failed holds the paths that did not decode; they keep their
 	// defaults, and validation problems at them would only repeat.
 	failed map[string]bool
+	// cache holds the sections of the last valid document, and decoded
+	// the sections of this one, by item name.
+	cache, decoded map[string]cachedSection
 }
 
-func newDecoder() *decoder { return &decoder{lines: map[string]int{}, failed: map[string]bool{}} }
+func newDecoder() *decoder {
+	return &decoder{lines: map[string]int{}, failed: map[string]bool{}, decoded: map[string]cachedSection{}}
+}
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	d.failed[path] = true

@@ -5,10 +5,15 @@ package document
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -41,6 +46,11 @@ type Section struct {
 	// Target is where the item applies: the document's target with the
 	// item's own target section laid over it.
 	Target envoyfilter.Target
+	// Key is a canonical hash of what the item's EnvoyFilter is built
+	// from: the decoded section with its defaults, the target and the
+	// placement. Formatting, comments, key order and spelled-out defaults
+	// do not change it.
+	Key string
 }
 
 // Error is returned for an invalid document: every problem, sorted by line.
@@ -62,10 +72,31 @@ func (e *Error) Error() string {
 // Parse decodes and validates a bare global document. An empty document is
 // valid and configures nothing. A returned error is an *Error.
 func Parse(data []byte) (*Document, error) {
-	return parse(data, 0)
+	return NewParser().Parse(data)
 }
 
-func parse(data []byte, lineOffset int) (*Document, error) {
+// Parser parses documents, reusing the decoded sections of its last valid
+// document: a section whose YAML, document target and top-level keys are
+// unchanged is not decoded or validated again. It is safe for concurrent
+// use; the sections it returns are shared, so never change them.
+type Parser struct {
+	mu   sync.Mutex
+	last map[string]cachedSection // by item name
+}
+
+// cachedSection is a decoded section and the hash of the YAML it came from.
+type cachedSection struct {
+	source  string
+	section Section
+}
+
+// NewParser returns a Parser with an empty cache.
+func NewParser() *Parser { return &Parser{last: map[string]cachedSection{}} }
+
+// Parse is the package's Parse, reusing unchanged sections.
+func (p *Parser) Parse(data []byte) (*Document, error) { return p.parse(data, 0) }
+
+func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 	if len(data) > MaxSize {
 		return nil, &Error{Problems: []*fielderr.Error{{Msg: fmt.Sprintf("document is %d bytes; at most %d are allowed", len(data), MaxSize)}}}
 	}
@@ -74,9 +105,15 @@ func parse(data []byte, lineOffset int) (*Document, error) {
 		return nil, &Error{Problems: []*fielderr.Error{syntaxError(err, lineOffset)}}
 	}
 	d := newDecoder()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d.cache = p.last
 	doc := &Document{Target: envoyfilter.DefaultTarget()}
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 && !isNull(root.Content[0]) {
 		d.decodeDocument(root.Content[0], doc)
+	}
+	if len(d.errs) == 0 {
+		p.last = d.decoded // only a valid document's sections are reused.
 	}
 	if len(d.errs) > 0 {
 		for _, e := range d.errs {
@@ -149,7 +186,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		sections = append(sections, pending{reg: reg, node: vn})
 	})
 	for _, p := range sections {
-		sec, _ := d.decodeSection(p.reg, p.node, doc.Target, topLevel[p.reg.Name])
+		sec, _ := d.cachedSection(p.reg, p.node, doc.Target, topLevel[p.reg.Name])
 		doc.Sections = append(doc.Sections, sec)
 		delete(topLevel, p.reg.Name)
 	}
@@ -160,7 +197,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		// The section exists only through these keys: its problems belong
 		// to them, and it is only validated when they decoded.
 		d.lines[reg.Name] = nodes[0].node.Line
-		if sec, ok := d.decodeSection(reg, empty, doc.Target, nodes); ok {
+		if sec, ok := d.cachedSection(reg, empty, doc.Target, nodes); ok {
 			doc.Sections = append(doc.Sections, sec)
 		}
 	}
@@ -183,6 +220,58 @@ func (d *decoder) addValidation(prefix string, err error) {
 		}
 		d.errs = append(d.errs, &fielderr.Error{Path: p, Line: d.lineOf(p), Msg: fe.Msg})
 	}
+}
+
+// cachedSection returns the section decoded from the same YAML last time,
+// or decodes it.
+func (d *decoder) cachedSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, top []aliasNode) (Section, bool) {
+	var b []byte
+	b = fmt.Appendf(b, "%s\x00%+v\x00", reg.Name, docTarget)
+	b = appendNode(b, n)
+	for _, a := range top {
+		b = append(append(append(b, 0), a.top...), '=')
+		b = appendNode(b, a.node)
+	}
+	sum := sha256.Sum256(b)
+	source := string(sum[:])
+	if c, ok := d.cache[reg.Name]; ok && c.source == source {
+		d.decoded[reg.Name] = c
+		return c.section, true
+	}
+	sec, ok := d.decodeSection(reg, n, docTarget, top)
+	if ok {
+		sec.Key = sectionKey(sec)
+		d.decoded[reg.Name] = cachedSection{source: source, section: sec}
+	}
+	return sec, ok
+}
+
+// appendNode appends the content of a YAML node tree to b: kinds, tags
+// and values, not positions or styles.
+func appendNode(b []byte, n *yaml.Node) []byte {
+	b = append(b, '(', byte('0'+n.Kind))
+	b = append(append(b, n.ShortTag()...), 0)
+	b = strconv.AppendQuote(b, n.Value)
+	for _, c := range n.Content {
+		b = appendNode(b, c)
+	}
+	return append(b, ')')
+}
+
+// sectionKey is the canonical hash of Section.Key.
+func sectionKey(s Section) string {
+	b, err := json.Marshal(struct {
+		Item      items.Item
+		Target    envoyfilter.Target
+		Placement envoyfilter.Placement
+	}{s.Item, s.Target, s.Placement})
+	if err != nil {
+		// Item structs are plain data, so this is a programming error; a
+		// key from the Go syntax still tells sections apart.
+		b = fmt.Appendf(nil, "%#v", s)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // aliasNode is a top-level key that sets a key of an item.

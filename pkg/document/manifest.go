@@ -14,15 +14,18 @@ const DataKey = "config.yaml"
 // ParseFile accepts either a ConfigMap manifest carrying the document under
 // DataKey, or the bare document, and parses the document. Line numbers in
 // problems refer to the file given.
-func ParseFile(data []byte) (*Document, error) {
+func ParseFile(data []byte) (*Document, error) { return NewParser().ParseFile(data) }
+
+// ParseFile is the package's ParseFile, reusing unchanged sections.
+func (p *Parser) ParseFile(data []byte) (*Document, error) {
 	doc, offset, isManifest, err := extract(data)
 	if err != nil {
 		return nil, err
 	}
 	if !isManifest {
-		return Parse(data)
+		return p.Parse(data)
 	}
-	return parse(doc, offset)
+	return p.parse(doc, offset)
 }
 
 // extract finds the document inside a ConfigMap manifest. A file whose top

@@ -1,12 +1,19 @@
-// Package manager turns a valid global document into the desired set of
-// EnvoyFilters and tells what changed between two documents.
+// Package manager is the engine between the document and its EnvoyFilters.
+// It validates a document, diffs it against the last one section by
+// section, and dispatches only the changed sections to their items: an
+// item whose section and target are unchanged reuses the EnvoyFilter it
+// built and checked before. The controller, the MCP publisher, the
+// admission webhook and the CLI all decide through it.
 package manager
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
@@ -14,35 +21,194 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
-// Desired builds one EnvoyFilter per enabled item of doc, sorted by name.
-// A build or check failure of any item fails the whole set (nothing is
-// published half-done); the error is a *document.Error listing every
-// failing item under its name.
-func Desired(doc *document.Document) ([]*envoyfilter.Object, error) {
-	var (
-		out  []*envoyfilter.Object
-		errs fielderr.List
-	)
+// Manager renders documents, rebuilding only the items whose section or
+// target changed since the last render. It is safe for concurrent use.
+// The objects it returns are shared between renders: read them, never
+// change them.
+type Manager struct {
+	parser *document.Parser
+	mu     sync.Mutex
+	built  map[string]built // by item name
+}
+
+// built is an item's last checked EnvoyFilter and the key it was built for.
+type built struct {
+	key string
+	obj *envoyfilter.Object
+}
+
+// New returns a Manager with nothing built yet.
+func New() *Manager { return &Manager{parser: document.NewParser(), built: map[string]built{}} }
+
+// Result is what one document renders to.
+type Result struct {
+	// Objects is the desired set: one EnvoyFilter per enabled item,
+	// sorted by name. Nil when the document is invalid.
+	Objects []*envoyfilter.Object
+	// Keys maps each enabled item to its section key (see SectionKeys).
+	Keys map[string]string
+	// Rebuilt names the items built by this render; the others reused
+	// their last EnvoyFilter.
+	Rebuilt []string
+	// Secrets are the document's secret values (items.SecretHolder), for
+	// scrubbing messages; filled even when the document is invalid, as
+	// far as it decoded.
+	Secrets []string
+	// Problems lists every problem, each with its path and line; nil
+	// exactly when the document is valid.
+	Problems []*fielderr.Error
+}
+
+// Valid reports whether the document was valid.
+func (r Result) Valid() bool { return r.Problems == nil }
+
+// FromConfigMap renders the document in a ConfigMap's data.
+func (m *Manager) FromConfigMap(data map[string]string) Result {
+	src, ok := data[document.DataKey]
+	if !ok {
+		return Result{Problems: []*fielderr.Error{{Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}}
+	}
+	doc, err := m.parser.Parse([]byte(src))
+	if err != nil {
+		return Result{Problems: problems(err)}
+	}
+	return m.Render(doc)
+}
+
+// Render builds the desired set of a parsed document. A build or check
+// failure of any item fails the whole set: nothing is published half-done.
+func (m *Manager) Render(doc *document.Document) Result {
+	res := Result{Keys: SectionKeys(doc)}
+	var errs fielderr.List
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, s := range doc.Sections {
-		if !s.Item.Enabled() {
+		if h, ok := s.Item.(items.SecretHolder); ok {
+			res.Secrets = append(res.Secrets, h.Secrets()...)
+		}
+		key, enabled := res.Keys[s.Name]
+		if !enabled {
 			continue
 		}
-		patches, err := s.Item.Build()
+		if b, ok := m.built[s.Name]; ok && b.key == key {
+			res.Objects = append(res.Objects, b.obj)
+			continue
+		}
+		obj, err := build(s)
 		if err != nil {
 			errs.Add(s.Name, err)
 			continue
 		}
-		obj, err := envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)
-		if err != nil {
-			errs.Add(s.Name, err)
-			continue
+		m.built[s.Name] = built{key: key, obj: obj}
+		res.Rebuilt = append(res.Rebuilt, s.Name)
+		res.Objects = append(res.Objects, obj)
+	}
+	for name := range m.built {
+		if _, ok := res.Keys[name]; !ok {
+			delete(m.built, name) // no longer in the document
 		}
-		out = append(out, obj)
 	}
 	if errs.Len() > 0 {
-		return nil, &document.Error{Problems: fielderr.Flatten(errs.Err())}
+		res.Objects, res.Problems = nil, fielderr.Flatten(errs.Err())
 	}
-	return out, nil
+	return res
+}
+
+// build runs one item and checks its EnvoyFilter.
+func build(s document.Section) (*envoyfilter.Object, error) {
+	patches, err := s.Item.Build()
+	if err != nil {
+		return nil, err
+	}
+	return envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)
+}
+
+// Desired builds every enabled item of doc from scratch, sorted by name.
+// The error is a *document.Error listing every failing item under its
+// name.
+func Desired(doc *document.Document) ([]*envoyfilter.Object, error) {
+	res := New().Render(doc)
+	if !res.Valid() {
+		return nil, &document.Error{Problems: res.Problems}
+	}
+	return res.Objects, nil
+}
+
+// SectionKeys returns the section key (document.Section.Key) of every
+// enabled item of doc.
+func SectionKeys(doc *document.Document) map[string]string {
+	keys := map[string]string{}
+	for _, s := range doc.Sections {
+		if s.Item.Enabled() {
+			keys[s.Name] = s.Key
+		}
+	}
+	return keys
+}
+
+// Diff says which items a change of document adds, changes, removes or
+// leaves alone, by section key. It is what the controller's Events and
+// status, the webhook's warning and `globalconfig diff` report.
+type Diff struct {
+	Added, Changed, Removed, Unchanged []string
+}
+
+// Compare diffs two sets of section keys; before may be nil (nothing
+// applied yet).
+func Compare(before, after map[string]string) Diff {
+	var d Diff
+	for _, name := range sortedKeys(after) {
+		old, ok := before[name]
+		switch {
+		case !ok:
+			d.Added = append(d.Added, name)
+		case old != after[name]:
+			d.Changed = append(d.Changed, name)
+		default:
+			d.Unchanged = append(d.Unchanged, name)
+		}
+	}
+	for _, name := range sortedKeys(before) {
+		if _, ok := after[name]; !ok {
+			d.Removed = append(d.Removed, name)
+		}
+	}
+	return d
+}
+
+// Empty reports whether nothing is added, changed or removed.
+func (d Diff) Empty() bool { return len(d.Added)+len(d.Changed)+len(d.Removed) == 0 }
+
+// String words the diff for people: "added brotli; changed gzip; removed
+// zstd", or "no item changed".
+func (d Diff) String() string {
+	var parts []string
+	for _, p := range []struct {
+		verb  string
+		names []string
+	}{{"added", d.Added}, {"changed", d.Changed}, {"removed", d.Removed}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.verb+" "+strings.Join(p.names, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "no item changed"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// KeysOf parses the document in a ConfigMap's data without building it
+// and returns its section keys; ok is false when it doesn't parse.
+func KeysOf(data map[string]string) (keys map[string]string, ok bool) {
+	src, found := data[document.DataKey]
+	if !found {
+		return nil, false
+	}
+	doc, err := document.Parse([]byte(src))
+	if err != nil {
+		return nil, false
+	}
+	return SectionKeys(doc), true
 }
 
 // YAML writes objects as one YAML stream, "---" between documents.
@@ -61,93 +227,13 @@ func YAML(objs []*envoyfilter.Object) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Change is the difference between the last applied document and a new one.
-type Change struct {
-	// Added, Changed and Removed name items whose EnvoyFilter appears,
-	// differs or disappears, sorted.
-	Added, Changed, Removed []string
-	// Desired is the full set the new document asks for.
-	Desired []*envoyfilter.Object
-}
-
-// Empty reports whether nothing changed.
-func (c Change) Empty() bool { return len(c.Added)+len(c.Changed)+len(c.Removed) == 0 }
-
-// Diff compares the EnvoyFilters of two documents. Equality is semantic: it
-// compares what would be published (content hash, name and namespace), so
-// reordered keys, comments or a spelled-out default change nothing. prev
-// may be nil (nothing applied yet).
-func Diff(prev, next *document.Document) (Change, error) {
-	var before []*envoyfilter.Object
-	if prev != nil {
-		var err error
-		if before, err = Desired(prev); err != nil {
-			return Change{}, fmt.Errorf("previous document: %w", err)
-		}
-	}
-	after, err := Desired(next)
-	if err != nil {
-		return Change{}, err
-	}
-	return Compare(before, after), nil
-}
-
-// Compare tells how the set after differs from before, by item.
-func Compare(before, after []*envoyfilter.Object) Change {
-	old := map[string]*envoyfilter.Object{}
-	for _, o := range before {
-		old[o.Item()] = o
-	}
-	c := Change{Desired: after}
-	for _, o := range after {
-		prev, ok := old[o.Item()]
-		switch {
-		case !ok:
-			c.Added = append(c.Added, o.Item())
-		case prev.Hash() != o.Hash() || prev.Metadata.Namespace != o.Metadata.Namespace:
-			c.Changed = append(c.Changed, o.Item())
-		}
-		delete(old, o.Item())
-	}
-	for _, o := range before {
-		if _, gone := old[o.Item()]; gone {
-			c.Removed = append(c.Removed, o.Item())
-		}
-	}
-	return c
-}
-
-// FromConfigMap renders the document in a ConfigMap's data: the desired
-// set, or every problem (problems is nil exactly when the document is
-// valid). The controller and the admission webhook both decide with it.
-func FromConfigMap(data map[string]string) ([]*envoyfilter.Object, []*fielderr.Error) {
-	objs, _, problems := Render(data)
-	return objs, problems
-}
-
-// Render is FromConfigMap that also returns the document's secret values
-// (see items.SecretHolder), for scrubbing messages.
-func Render(data map[string]string) (objs []*envoyfilter.Object, secrets []string, problems []*fielderr.Error) {
-	src, ok := data[document.DataKey]
-	if !ok {
-		return nil, nil, []*fielderr.Error{{Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}
-	}
-	doc, err := document.Parse([]byte(src))
-	if err == nil {
-		for _, s := range doc.Sections {
-			if h, ok := s.Item.(items.SecretHolder); ok {
-				secrets = append(secrets, h.Secrets()...)
-			}
-		}
-		if objs, err = Desired(doc); err == nil {
-			return objs, secrets, nil
-		}
-	}
+// problems lists the problems of a parse or build error.
+func problems(err error) []*fielderr.Error {
 	var de *document.Error
 	if errors.As(err, &de) {
-		return nil, secrets, de.Problems
+		return de.Problems
 	}
-	return nil, secrets, fielderr.Flatten(err)
+	return fielderr.Flatten(err)
 }
 
 // Scrub replaces every secret value in msg.
@@ -173,3 +259,5 @@ func Describe(problems []*fielderr.Error, sep string) string {
 	}
 	return strings.Join(lines, sep)
 }
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

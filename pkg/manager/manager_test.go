@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
@@ -30,6 +32,15 @@ tracing:
   zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}
 `
 
+func diff(t *testing.T, before, after string) manager.Diff {
+	t.Helper()
+	var keys map[string]string
+	if before != "" {
+		keys = manager.SectionKeys(parse(t, before))
+	}
+	return manager.Compare(keys, manager.SectionKeys(parse(t, after)))
+}
+
 func TestDiffIsSemantic(t *testing.T) {
 	reordered := `
 # comments and key order change nothing
@@ -41,15 +52,12 @@ gzip:
   contentType: [text/html]
   chunkSize: 8192
 `
-	c, err := manager.Diff(parse(t, base), parse(t, reordered))
-	if err != nil {
-		t.Fatal(err)
+	d := diff(t, base, reordered)
+	if !d.Empty() || !slices.Equal(d.Unchanged, []string{"gzip", "tracing"}) {
+		t.Errorf("semantically equal documents differ: %+v", d)
 	}
-	if !c.Empty() {
-		t.Errorf("semantically equal documents differ: %+v", c)
-	}
-	if len(c.Desired) != 2 {
-		t.Errorf("desired set has %d objects, want 2", len(c.Desired))
+	if d.String() != "no item changed" {
+		t.Errorf("String() = %q", d.String())
 	}
 }
 
@@ -63,39 +71,57 @@ tracing:
   enable: false
   zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}
 `
-	c, err := manager.Diff(parse(t, base), parse(t, next))
-	if err != nil {
-		t.Fatal(err)
+	d := diff(t, base, next)
+	if !slices.Equal(d.Added, []string{"brotli"}) || !slices.Equal(d.Changed, []string{"gzip"}) || !slices.Equal(d.Removed, []string{"tracing"}) {
+		t.Errorf("added %v changed %v removed %v; want [brotli] [gzip] [tracing]", d.Added, d.Changed, d.Removed)
 	}
-	if !slices.Equal(c.Added, []string{"brotli"}) || !slices.Equal(c.Changed, []string{"gzip"}) || !slices.Equal(c.Removed, []string{"tracing"}) {
-		t.Errorf("added %v changed %v removed %v; want [brotli] [gzip] [tracing]", c.Added, c.Changed, c.Removed)
-	}
-	var names []string
-	for _, o := range c.Desired {
-		names = append(names, o.Metadata.Name)
-	}
-	if !slices.Equal(names, []string{"globalconfig-brotli", "globalconfig-gzip"}) {
-		t.Errorf("desired %v", names)
+	if got, want := d.String(), "added brotli; changed gzip; removed tracing"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
 
 func TestDiffFromNothing(t *testing.T) {
-	c, err := manager.Diff(nil, parse(t, base))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(c.Added, []string{"gzip", "tracing"}) || len(c.Changed)+len(c.Removed) != 0 {
-		t.Errorf("first apply: %+v", c)
+	d := diff(t, "", base)
+	if !slices.Equal(d.Added, []string{"gzip", "tracing"}) || len(d.Changed)+len(d.Removed) != 0 {
+		t.Errorf("first apply: %+v", d)
 	}
 }
 
 func TestNamespaceMoveIsAChange(t *testing.T) {
-	c, err := manager.Diff(parse(t, base), parse(t, base+"target: {namespace: gateways}\n"))
+	d := diff(t, base, base+"target: {namespace: gateways}\n")
+	if !slices.Equal(d.Changed, []string{"gzip", "tracing"}) {
+		t.Errorf("changed %v, want both items (their namespace moved)", d.Changed)
+	}
+}
+
+// A render rebuilds only the items whose section changed; the others are
+// the very objects built before, and the result equals a full build.
+func TestRenderRebuildsOnlyChangedItems(t *testing.T) {
+	m := manager.New()
+	first := m.Render(parse(t, base))
+	if !first.Valid() || !slices.Equal(first.Rebuilt, []string{"gzip", "tracing"}) {
+		t.Fatalf("first render: rebuilt %v, problems %v", first.Rebuilt, first.Problems)
+	}
+	edited := strings.Replace(base, "chunkSize: 8192", "chunkSize: 16384", 1)
+	second := m.Render(parse(t, edited))
+	if !slices.Equal(second.Rebuilt, []string{"gzip"}) {
+		t.Errorf("after a gzip edit, rebuilt %v, want [gzip]", second.Rebuilt)
+	}
+	if second.Objects[1] != first.Objects[1] {
+		t.Error("the unchanged tracing object was rebuilt, not reused")
+	}
+	full, err := manager.Desired(parse(t, edited))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.Changed, []string{"gzip", "tracing"}) {
-		t.Errorf("changed %v, want both items (their namespace moved)", c.Changed)
+	a, _ := manager.YAML(second.Objects)
+	b, _ := manager.YAML(full)
+	if !bytes.Equal(a, b) {
+		t.Errorf("incremental render differs from a full build:\n%s\n---\n%s", a, b)
+	}
+	third := m.Render(parse(t, edited))
+	if len(third.Rebuilt) != 0 {
+		t.Errorf("re-rendering the same document rebuilt %v", third.Rebuilt)
 	}
 }
 
@@ -120,6 +146,8 @@ func TestEqualDocumentsGiveIdenticalYAML(t *testing.T) {
 	}
 }
 
+// BenchmarkRenderExample is a full render of the example: parse, then
+// build and check every item.
 func BenchmarkRenderExample(b *testing.B) {
 	data := mustRead(b, "../../deploy/examples/global-config.yaml")
 	b.ReportAllocs()
@@ -129,6 +157,53 @@ func BenchmarkRenderExample(b *testing.B) {
 			b.Fatal(err)
 		}
 		if _, err := manager.Desired(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRenderOneItemEdit is what the controller spends on an edit of
+// one item of the example ConfigMap: parse the document (unchanged sections
+// reuse their decoded value), rebuild and check that item, reuse the
+// others. The edits alternate gzip's chunk size, so every iteration
+// rebuilds gzip.
+func BenchmarkRenderOneItemEdit(b *testing.B) {
+	data := exampleData(b)
+	edited := map[string]string{document.DataKey: strings.Replace(data[document.DataKey], "chunkSize: 4096", "chunkSize: 8192", 1)}
+	if edited[document.DataKey] == data[document.DataKey] {
+		b.Fatal("the example has no gzip chunkSize: 4096 to edit")
+	}
+	m := manager.New()
+	versions := []map[string]string{data, edited}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if res := m.FromConfigMap(versions[i%2]); !res.Valid() || (i > 0 && !slices.Equal(res.Rebuilt, []string{"gzip"})) {
+			b.Fatalf("render %d: rebuilt %v, problems %v", i, res.Rebuilt, res.Problems)
+		}
+		i++
+	}
+}
+
+// exampleData is the example ConfigMap's data, as the controller reads it.
+func exampleData(tb testing.TB) map[string]string {
+	tb.Helper()
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := sigsyaml.Unmarshal(mustRead(tb, "../../deploy/examples/global-config.yaml"), &cm); err != nil {
+		tb.Fatal(err)
+	}
+	return cm.Data
+}
+
+// BenchmarkParseExample is the floor of any render: decoding and
+// validating the example document, building nothing.
+func BenchmarkParseExample(b *testing.B) {
+	src := []byte(exampleData(b)[document.DataKey])
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := document.Parse(src); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -144,16 +219,48 @@ func mustRead(tb testing.TB, path string) []byte {
 }
 
 func TestRenderCollectsSecretsAndScrubRemovesThem(t *testing.T) {
-	objs, secrets, problems := manager.Render(map[string]string{"config.yaml": `
+	res := manager.New().FromConfigMap(map[string]string{"config.yaml": `
 tracing:
   enable: true
   skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t-token}
 `})
-	if problems != nil || len(objs) != 1 || len(secrets) != 1 || secrets[0] != "s3cr3t-token" {
-		t.Fatalf("objs %d, secrets %v, problems %v", len(objs), secrets, problems)
+	if !res.Valid() || len(res.Objects) != 1 || len(res.Secrets) != 1 || res.Secrets[0] != "s3cr3t-token" {
+		t.Fatalf("objs %d, secrets %v, problems %v", len(res.Objects), res.Secrets, res.Problems)
 	}
 	msg := `EnvoyFilter "globalconfig-tracing" is invalid: backend_token: "s3cr3t-token" rejected`
-	if got := manager.Scrub(msg, secrets); strings.Contains(got, "s3cr3t") || !strings.Contains(got, "[redacted]") {
+	if got := manager.Scrub(msg, res.Secrets); strings.Contains(got, "s3cr3t") || !strings.Contains(got, "[redacted]") {
 		t.Errorf("scrubbed: %s", got)
+	}
+}
+
+// A parser reuses an unchanged section, and decodes a changed one afresh;
+// an invalid document leaves the reusable sections as they were.
+func TestParserReusesUnchangedSections(t *testing.T) {
+	p := document.NewParser()
+	first, err := p.Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(base, "chunkSize: 8192", "chunkSize: 16384", 1)
+	if _, err := p.Parse([]byte(edited + "gizp: {}\n")); err == nil {
+		t.Fatal("a misspelled item was accepted")
+	}
+	second, err := p.Parse([]byte(edited))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Sections[1].Item != first.Sections[1].Item {
+		t.Error("the unchanged tracing section was decoded again")
+	}
+	if second.Sections[0].Item == first.Sections[0].Item || second.Sections[0].Key == first.Sections[0].Key {
+		t.Error("the edited gzip section was reused")
+	}
+	// A changed document target changes every section.
+	third, err := p.Parse([]byte(edited + "target: {namespace: gateways}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Sections[1].Item == second.Sections[1].Item || third.Sections[1].Target.Namespace != "gateways" {
+		t.Error("a new document target did not reach the tracing section")
 	}
 }

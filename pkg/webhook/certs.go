@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // Certificate lifetimes. The serving certificate is renewed when less than
@@ -63,43 +64,44 @@ func (m *CertManager) now() time.Time {
 // Secret is created once and updated with optimistic concurrency.
 func (m *CertManager) Ensure(ctx context.Context) (*corev1.Secret, error) {
 	secrets := m.Kube.CoreV1().Secrets(m.Namespace)
-	for attempt := 0; attempt < 5; attempt++ {
+	var out *corev1.Secret
+	// A Conflict (another replica updated first) or AlreadyExists (another
+	// replica created first) is retried from a fresh read.
+	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
 		s, err := secrets.Get(ctx, m.Secret, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			data, err := m.issue(nil)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			s = &corev1.Secret{
+			out, err = secrets.Create(ctx, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: m.Secret, Namespace: m.Namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "globalconfig"}},
 				Type:       corev1.SecretTypeTLS,
 				Data:       data,
-			}
-			created, err := secrets.Create(ctx, s, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				continue // another replica won; use its certificate.
-			}
-			return created, err
+			}, metav1.CreateOptions{})
+			return err
 		case err != nil:
-			return nil, fmt.Errorf("read webhook secret: %w", err)
+			return fmt.Errorf("read webhook secret: %w", err)
 		}
 		if m.current(s.Data) {
-			return s, nil
+			out = s
+			return nil
 		}
 		data, err := m.issue(s.Data)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s.Data = data
-		s.Type = corev1.SecretTypeTLS
-		updated, err := secrets.Update(ctx, s, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		return updated, err
+		s.Data, s.Type = data, corev1.SecretTypeTLS
+		out, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, errors.New("webhook secret keeps changing under us")
+	return out, nil
 }
 
 // current reports whether data holds a CA and a serving certificate that
@@ -234,12 +236,13 @@ func KeyPair(s *corev1.Secret) (*tls.Certificate, error) {
 // ValidatingWebhookConfiguration, writing only when it differs.
 func PatchCABundle(ctx context.Context, kube kubernetes.Interface, name string, caPEM []byte) (bool, error) {
 	vwcs := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	for attempt := 0; attempt < 5; attempt++ {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		vwc, err := vwcs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, fmt.Errorf("read webhook configuration %s: %w", name, err)
+			return fmt.Errorf("read webhook configuration %s: %w", name, err)
 		}
-		changed := false
+		changed = false
 		for i := range vwc.Webhooks {
 			if !bytes.Equal(vwc.Webhooks[i].ClientConfig.CABundle, caPEM) {
 				vwc.Webhooks[i].ClientConfig.CABundle = slices.Clone(caPEM)
@@ -247,15 +250,12 @@ func PatchCABundle(ctx context.Context, kube kubernetes.Interface, name string, 
 			}
 		}
 		if !changed {
-			return false, nil
+			return nil
 		}
 		_, err = vwcs.Update(ctx, vwc, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		return err == nil, err
-	}
-	return false, errors.New("webhook configuration keeps changing under us")
+		return err
+	})
+	return changed && err == nil, err
 }
 
 // CABundle is the CA certificate a Secret carries (ours, or cert-manager's).

@@ -10,9 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/globalconfig/globalconfig/pkg/manager"
 )
 
 // Options configure the webhook of `globalconfig run`.
@@ -43,7 +46,7 @@ func Start(ctx context.Context, kube kubernetes.Interface, opts Options, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("webhook: listen %s: %w", opts.Addr, err)
 	}
-	srv := NewServer(&Handler{Log: log})
+	srv := NewServer(&Handler{Log: log, Manager: manager.New()})
 	go func() {
 		if err := srv.Serve(ctx, ln); err != nil {
 			log.Error("webhook server stopped", "err", err)
@@ -80,24 +83,32 @@ func Start(ctx context.Context, kube kubernetes.Interface, opts Options, log *sl
 	}
 	factory.Start(ctx.Done())
 	if opts.ManageCert {
-		go func() {
-			delay := time.Second
-			for {
-				if _, err := mgr.Ensure(ctx); err != nil {
-					log.Warn("webhook: certificate not ready; retrying", "err", err, "in", delay)
-				} else {
-					delay = rotationCheck
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(delay):
-				}
-				if delay < rotationCheck {
-					delay = min(delay*2, time.Minute)
-				}
-			}
-		}()
+		go keepCertificate(ctx, mgr, log)
 	}
 	return srv, nil
+}
+
+// certBackoff paces the first attempts to get a certificate: from 1 s,
+// doubling up to a minute, until one succeeds; then the certificate is
+// checked every rotationCheck.
+var certBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute}
+
+// keepCertificate ensures the certificate until ctx ends: retrying with
+// certBackoff until it exists, then once every rotationCheck.
+func keepCertificate(ctx context.Context, mgr *CertManager, log *slog.Logger) {
+	backoff := certBackoff
+	for {
+		delay := rotationCheck
+		if _, err := mgr.Ensure(ctx); err != nil {
+			delay = backoff.Step()
+			log.Warn("webhook: certificate not ready; retrying", "err", err, "in", delay)
+		} else {
+			backoff = certBackoff
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
 }

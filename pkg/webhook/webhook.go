@@ -33,9 +33,13 @@ const SelectorLabel = "globalconfig.io/validate"
 // Path is where the API server posts AdmissionReviews.
 const Path = "/validate"
 
-// NoChangeWarning answers an edit that validates but renders the same
-// EnvoyFilters as before.
+// NoChangeWarning answers an edit that validates but changes no item's
+// EnvoyFilter.
 const NoChangeWarning = "globalconfig: this edit changes nothing in the generated EnvoyFilters"
+
+// ChangeWarningPrefix starts the warning that says which items an edit
+// adds, changes or removes: the diff the controller reports too.
+const ChangeWarningPrefix = "globalconfig: this edit "
 
 // maxReview bounds an AdmissionReview body: a ConfigMap is at most 1 MiB,
 // and an UPDATE carries two.
@@ -44,6 +48,9 @@ const maxReview = 3 << 20
 // Handler answers AdmissionReviews for ConfigMaps.
 type Handler struct {
 	Log *slog.Logger
+	// Manager renders the documents; its cache makes the review of an
+	// edit rebuild only the changed items. Nil uses a fresh one per review.
+	Manager *manager.Manager
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,16 +85,26 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	if err := json.Unmarshal(req.Object.Raw, &cm); err != nil {
 		return deny(fmt.Sprintf("globalconfig: cannot read the ConfigMap: %v", err))
 	}
-	objs, problems := manager.FromConfigMap(cm.Data)
-	if problems != nil {
-		h.Log.Info("admission denied", "configmap", req.Namespace+"/"+req.Name, "problems", len(problems))
-		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(problems), manager.Describe(problems, "\n")))
+	mgr := h.Manager
+	if mgr == nil {
+		mgr = manager.New()
 	}
+	res := mgr.FromConfigMap(cm.Data)
+	if !res.Valid() {
+		h.Log.Info("admission denied", "configmap", req.Namespace+"/"+req.Name, "problems", len(res.Problems))
+		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(res.Problems), manager.Describe(res.Problems, "\n")))
+	}
+	// The old document is only parsed, never built: its section keys say
+	// what the edit changes.
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		var old corev1.ConfigMap
 		if json.Unmarshal(req.OldObject.Raw, &old) == nil {
-			if before, p := manager.FromConfigMap(old.Data); p == nil && manager.Compare(before, objs).Empty() {
-				allow.Warnings = []string{NoChangeWarning}
+			if before, ok := manager.KeysOf(old.Data); ok {
+				if d := manager.Compare(before, res.Keys); d.Empty() {
+					allow.Warnings = []string{NoChangeWarning}
+				} else {
+					allow.Warnings = []string{ChangeWarningPrefix + d.String()}
+				}
 			}
 		}
 	}

@@ -51,7 +51,7 @@ func TestReview(t *testing.T) {
 		{"valid create", request(t, admissionv1.Create, valid, ""), true, "", 0},
 		{"every problem with its path", request(t, admissionv1.Update, "gizp: {}\ngzip: {chunkSize: 1}\n", valid), false,
 			"globalconfig rejected config.yaml: 2 problem(s):\ngizp: unknown item; did you mean \"gzip\"? (config.yaml line 1)\ngzip.chunkSize: must be between 4096 and 65536, got 1 (config.yaml line 2)", 0},
-		{"a real change", request(t, admissionv1.Update, "gzip: {chunkSize: 8192}\n", valid), true, "", 0},
+		{"a real change", request(t, admissionv1.Update, "gzip: {chunkSize: 8192}\nbrotli: {}\n", valid), true, "", 1},
 		{"no change in the output", request(t, admissionv1.Update, "# a comment\ngzip:\n  chunkSize: 4096\n", valid), true, "", 1},
 		{"update from an invalid document", request(t, admissionv1.Update, valid, "gizp: {}\n"), true, "", 0},
 		{"delete is not reviewed", &admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Kind: "ConfigMap"}, Operation: admissionv1.Delete}, true, "", 0},
@@ -65,8 +65,12 @@ func TestReview(t *testing.T) {
 			if c.message != "" && resp.Result.Message != c.message {
 				t.Errorf("message:\n%s\nwant:\n%s", resp.Result.Message, c.message)
 			}
-			if c.warnings > 0 && resp.Warnings[0] != NoChangeWarning {
-				t.Errorf("warning %q", resp.Warnings[0])
+			want := NoChangeWarning
+			if c.name == "a real change" {
+				want = ChangeWarningPrefix + "added brotli; changed gzip"
+			}
+			if c.warnings > 0 && resp.Warnings[0] != want {
+				t.Errorf("warning %q, want %q", resp.Warnings[0], want)
 			}
 		})
 	}

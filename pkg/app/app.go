@@ -1,4 +1,9 @@
-package controller
+// Package app wires `globalconfig run` together, the way
+// kubernetes/sample-controller's main does: clients, informers, leader
+// election, the metrics and health servers, the admission webhook, the MCP
+// server and the controller. It is the only package that knows every
+// sink; none of them imports another.
+package app
 
 import (
 	"context"
@@ -11,28 +16,54 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
 
+// Sink says where the EnvoyFilters go.
+type Sink string
+
+// The sinks.
+const (
+	SinkKube Sink = "kube" // EnvoyFilter objects in the cluster (default)
+	SinkMCP  Sink = "mcp"  // served to istiod over MCP only
+	SinkBoth Sink = "both"
+)
+
+// Kube reports whether the sink writes EnvoyFilter objects.
+func (s Sink) Kube() bool { return s == SinkKube || s == SinkBoth }
+
+// MCP reports whether the sink serves istiod over MCP.
+func (s Sink) MCP() bool { return s == SinkMCP || s == SinkBoth }
+
 // Options are the flags of `globalconfig run`.
 type Options struct {
 	Kubeconfig     string
-	Config         Config
+	Controller     controller.Config
+	Sink           Sink
+	Resync         time.Duration
 	MetricsAddr    string
 	HealthAddr     string
 	LeaderElect    bool
@@ -79,7 +110,7 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Run runs the controller until ctx ends or leadership is lost.
+// Run runs `globalconfig run` until ctx ends.
 func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	restCfg, err := RESTConfig(opts.Kubeconfig)
 	if err != nil {
@@ -93,37 +124,82 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("istio client: %w", err)
 	}
-	metrics := NewMetrics()
+	// The informers' own clients wait out a refused connection instead of
+	// failing into the reflector's backoff (see reconnect.go).
+	watchCfg := rest.CopyConfig(restCfg)
+	watchCfg.Wrap(waitForReconnect)
+	watchKube, err := kubernetes.NewForConfig(watchCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	watchIstio, err := istioclient.NewForConfig(watchCfg)
+	if err != nil {
+		return fmt.Errorf("istio client: %w", err)
+	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(opts.Config.Namespace)})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "globalconfig"})
-
-	ctrl := New(opts.Config, kube, istio, recorder, metrics, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := controller.NewMetrics(reg)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if opts.MCPAddr != "" {
+
+	// Exactly one ConfigMap: a field selector on its name, so the cache
+	// never holds the namespace's other ConfigMaps.
+	cfg := opts.Controller
+	kubeInformers := informers.NewSharedInformerFactoryWithOptions(watchKube, opts.Resync,
+		informers.WithNamespace(cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.Name).String()
+		}))
+	// Only the EnvoyFilters globalconfig owns, in every namespace a target
+	// may name.
+	istioInformers := istioinformers.NewSharedInformerFactoryWithOptions(watchIstio, opts.Resync,
+		istioinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue
+		}))
+	configMaps := kubeInformers.Core().V1().ConfigMaps()
+
+	var publisher *mcp.Publisher
+	if opts.Sink.MCP() {
 		// Listen first: istiod refuses to start while its config source
 		// doesn't answer, so the port must be open as soon as possible.
 		ln, err := net.Listen("tcp", opts.MCPAddr)
 		if err != nil {
 			return fmt.Errorf("mcp: listen %s: %w", opts.MCPAddr, err)
 		}
-		observer := ctrl.NewMCPObserver()
-		server := mcp.NewServer(log, observer)
+		publisher = mcp.NewPublisher(mcp.NewMetrics(reg))
+		publisher.ConfigMaps, publisher.Namespace, publisher.Name = configMaps.Lister(), cfg.Namespace, cfg.Name
+		publisher.PruneOnDelete, publisher.Log = cfg.PruneOnDelete, log
+		publisher.Server = mcp.NewServer(log, publisher.Observer())
 		g := grpc.NewServer(grpc.MaxRecvMsgSize(16 << 20))
-		server.Register(g)
+		publisher.Server.Register(g)
 		go func() {
 			if err := g.Serve(ln); err != nil {
 				log.Error("mcp server stopped", "err", err)
 			}
 		}()
 		defer g.Stop()
-		ctrl.ServeMCP(server, observer)
-		log.Info("serving EnvoyFilters over MCP", "addr", ln.Addr().String(), "sink", string(opts.Config.Sink))
+		if _, err := configMaps.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { publisher.Changed() },
+			UpdateFunc: func(any, any) { publisher.Changed() },
+			DeleteFunc: func(any) { publisher.Changed() },
+		}); err != nil {
+			return err
+		}
+		cfg.StatusExtra = func() map[string]string {
+			return map[string]string{"sink": string(opts.Sink), "mcpNack": publisher.LastNack()}
+		}
+		log.Info("serving EnvoyFilters over MCP", "addr", ln.Addr().String(), "sink", string(opts.Sink))
 	}
+	cfg.ReportOnly = !opts.Sink.Kube()
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(cfg.Namespace)})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "globalconfig"})
+	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
+
 	var hook *webhook.Server
 	if opts.Webhook.Addr != "" {
 		// Every replica serves the webhook, leader or not.
@@ -131,22 +207,35 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 			return err
 		}
 	}
-	servers, err := serve(ctx, opts, metrics, ctrl, hook, log)
+	stopServers, err := serve(opts, reg, ctrl, hook, log)
 	if err != nil {
 		return err
 	}
-	defer servers()
+	defer stopServers()
 
-	if err := ctrl.Start(ctx); err != nil {
-		return err
+	kubeInformers.Start(ctx.Done())
+	istioInformers.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
+		return errors.New("informer caches did not sync")
 	}
-	log.Info("caches synced", "configmap", opts.Config.Namespace+"/"+opts.Config.Name)
+	log.Info("caches synced", "configmap", cfg.Namespace+"/"+cfg.Name)
+	if publisher != nil {
+		go publisher.Run(ctx)
+	}
 
 	if !opts.LeaderElect {
 		metrics.Leader.Set(1)
 		ctrl.Run(ctx)
 		return nil
 	}
+	return lead(ctx, opts, kube, metrics, ctrl, log)
+}
+
+// lead runs the controller whenever this replica holds the Lease. A lost
+// lease (say, during an API server outage) ends the term, not the
+// process: the replica goes back to being a candidate, its caches warm,
+// and a new term starts from a fresh state.
+func lead(ctx context.Context, opts Options, kube kubernetes.Interface, metrics *controller.Metrics, ctrl *controller.Controller, log *slog.Logger) error {
 	id, err := os.Hostname()
 	if err != nil {
 		id = "globalconfig"
@@ -157,9 +246,6 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	// A lost lease (say, during an API server outage) ends the term, not
-	// the process: the replica goes back to being a candidate, its caches
-	// warm, and a new term starts from a fresh state.
 	for ctx.Err() == nil {
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 			Lock:            lock,
@@ -191,8 +277,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	return nil
 }
 
-// serve starts the metrics and health servers; the returned func stops them.
-func serve(ctx context.Context, opts Options, metrics *Metrics, ctrl *Controller, hook *webhook.Server, log *slog.Logger) (func(), error) {
+// serve starts the metrics and health servers; the returned func stops
+// them.
+func serve(opts Options, reg *prometheus.Registry, ctrl *controller.Controller, hook *webhook.Server, log *slog.Logger) (func(), error) {
 	var servers []*http.Server
 	start := func(addr string, h http.Handler) error {
 		if addr == "" || addr == "0" {
@@ -212,7 +299,7 @@ func serve(ctx context.Context, opts Options, metrics *Metrics, ctrl *Controller
 		return nil
 	}
 	mm := http.NewServeMux()
-	mm.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	mm.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	hm := http.NewServeMux()
 	hm.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	hm.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+)
+
+// report tells what a sync did: metrics, Events on the ConfigMap and the
+// status ConfigMap. applyErr is the converge error, returned after it is
+// reported.
+func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decision, writes []string, applyErr error) error {
+	status := c.statusOf(d)
+	switch {
+	case d.problems != nil:
+		c.metrics.ConfigValid.Set(0)
+		c.warnInvalid(cm, d)
+	default:
+		c.metrics.ConfigValid.Set(1)
+		c.st.warned = ""
+	}
+	if applyErr != nil {
+		c.event(cm, corev1.EventTypeWarning, "ApplyFailed", "applying the EnvoyFilters failed: %v", applyErr)
+		status["state"] = "ApplyFailed"
+		status["message"] = c.scrub("applying the EnvoyFilters failed: " + applyErr.Error())
+		if err := c.writeStatus(ctx, status); err != nil {
+			c.log.Warn("status not written", "err", c.scrub(err.Error()))
+		}
+		return applyErr
+	}
+	if c.st.applied != nil {
+		c.metrics.ManagedFilters.Set(float64(len(c.st.applied.desired)))
+		if d.problems == nil {
+			c.metrics.LastApply.SetToCurrentTime()
+		}
+	}
+	if len(writes) > 0 {
+		// The item diff says why, the writes what: a drift repair has no
+		// item change but writes.
+		why := d.diff.String()
+		if d.problems != nil {
+			why = "kept the last good set"
+		}
+		c.event(cm, corev1.EventTypeNormal, "Applied", "%s: %s", why, strings.Join(writes, "; "))
+		c.log.Info("converged", "items", why, "writes", writes)
+	}
+	return c.writeStatus(ctx, status)
+}
+
+// statusOf is the status data for decision d.
+func (c *Controller) statusOf(d decision) map[string]string {
+	status := maps.Clone(c.st.status)
+	status["state"] = "Applied"
+	status["errors"] = ""
+	delete(status, "message")
+	if d.problems != nil {
+		status["state"] = "Invalid"
+		status["errors"] = manager.Describe(d.problems, "\n")
+		status["message"] = "the document was rejected; the last good EnvoyFilters are kept"
+	}
+	if a := c.st.applied; a != nil {
+		names := make([]string, 0, len(a.desired))
+		for _, o := range a.desired {
+			names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
+		}
+		if hash := setHash(a.desired); status["lastAppliedHash"] != hash {
+			status["lastAppliedHash"] = hash
+			status["lastAppliedTime"] = time.Now().UTC().Format(time.RFC3339)
+			if !a.diff.Empty() {
+				status["lastChange"] = a.diff.String()
+			}
+		}
+		status["envoyFilters"] = strings.Join(names, "\n")
+	}
+	if c.cfg.StatusExtra != nil {
+		for k, v := range c.cfg.StatusExtra() {
+			status[k] = c.scrub(v)
+		}
+	}
+	return status
+}
+
+// warnInvalid records a Warning Event with every problem, once per
+// distinct list.
+func (c *Controller) warnInvalid(cm *corev1.ConfigMap, d decision) {
+	text := manager.Describe(d.problems, "; ")
+	c.log.Warn("document rejected; keeping the last good EnvoyFilters", "problems", len(d.problems), "first", d.problems[0].Error())
+	if text == c.st.warned {
+		return
+	}
+	c.st.warned = text
+	c.event(cm, corev1.EventTypeWarning, "InvalidConfig", "%d problem(s), last good EnvoyFilters kept: %s", len(d.problems), text)
+}
+
+// event records an Event on the ConfigMap. Messages carry paths and
+// problems; API errors quoted in them are scrubbed of secret values.
+func (c *Controller) event(cm *corev1.ConfigMap, eventType, reason, format string, args ...any) {
+	c.recorder.Event(cm, eventType, reason, c.scrub(fmt.Sprintf(format, args...)))
+	c.metrics.APIWrites.WithLabelValues("create", "events").Inc()
+}
+
+func (c *Controller) scrub(msg string) string { return manager.Scrub(msg, c.st.secrets) }
+
+// readStatus loads the status ConfigMap once per term, so a restart that
+// finds the same state writes nothing.
+func (c *Controller) readStatus(ctx context.Context) error {
+	if c.st.status != nil {
+		return nil
+	}
+	cm, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, StatusName(c.cfg.Name), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		c.st.status = map[string]string{}
+	case err != nil:
+		return fmt.Errorf("read status configmap: %w", err)
+	default:
+		c.st.status = maps.Clone(cm.Data)
+		if c.st.status == nil {
+			c.st.status = map[string]string{}
+		}
+	}
+	return nil
+}
+
+// writeStatus applies the status ConfigMap unless it already says data.
+func (c *Controller) writeStatus(ctx context.Context, data map[string]string) error {
+	if maps.Equal(data, c.st.status) {
+		return nil
+	}
+	cm := applycorev1.ConfigMap(StatusName(c.cfg.Name), c.cfg.Namespace).
+		WithLabels(map[string]string{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}).
+		WithData(data)
+	if _, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: c.cfg.FieldManager, Force: true}); err != nil {
+		return fmt.Errorf("write status configmap: %w", err)
+	}
+	c.metrics.APIWrites.WithLabelValues("apply", "configmaps").Inc()
+	c.st.status = maps.Clone(data)
+	return nil
+}
+
+// sortedFilters returns the objects of m in key order.
+func sortedFilters(m map[string]*clientnetworking.EnvoyFilter) []*clientnetworking.EnvoyFilter {
+	out := make([]*clientnetworking.EnvoyFilter, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}

@@ -1,0 +1,243 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+)
+
+// state is what the worker remembers between syncs of one term.
+type state struct {
+	// applied is the last valid document's decision: kept (and restored
+	// on drift) while the document is invalid. nil before the term has
+	// seen a valid document.
+	applied *decision
+	// secrets are the current document's secret values, scrubbed from
+	// every message.
+	secrets []string
+	// status is the data last written to (or read from) the status
+	// ConfigMap; a status equal to it is not written again. nil until read.
+	status map[string]string
+	// warned is the problem list of the last Warning Event, so the same
+	// problems are not announced on every resync.
+	warned string
+	// readLive is set after the term's first successful read of the
+	// ConfigMap. That first read goes to the API server, not the cache: a
+	// term often begins right after an outage.
+	readLive bool
+}
+
+// decision is what the document asks for.
+type decision struct {
+	// desired is the set of EnvoyFilters to converge to, and keys their
+	// section keys.
+	desired []*envoyfilter.Object
+	keys    map[string]string
+	// problems is nil when the document is valid; otherwise desired is
+	// the last valid document's set (or nil: leave everything alone).
+	problems []*fielderr.Error
+	// diff is the change from the last applied document.
+	diff manager.Diff
+}
+
+// decide turns the ConfigMap into the desired set, given the last applied
+// decision (nil when none). It writes nothing; its only memory is the
+// manager's cache of built items, which changes no result.
+func decide(m *manager.Manager, cm *corev1.ConfigMap, applied *decision) (decision, []string) {
+	res := m.FromConfigMap(cm.Data)
+	var before map[string]string
+	if applied != nil {
+		before = applied.keys
+	}
+	if !res.Valid() {
+		d := decision{problems: res.Problems}
+		if applied != nil {
+			d.desired, d.keys = applied.desired, applied.keys
+		}
+		return d, res.Secrets
+	}
+	return decision{desired: res.Objects, keys: res.Keys, diff: manager.Compare(before, res.Keys)}, res.Secrets
+}
+
+// Sync reads the ConfigMap, decides the desired EnvoyFilters, converges
+// the live ones to them and reports.
+func (c *Controller) Sync(ctx context.Context) (err error) {
+	start := time.Now()
+	result := "unchanged"
+	defer func() {
+		if err != nil {
+			result = "error"
+			c.metrics.ReconcileErrors.Inc()
+		}
+		c.metrics.Reconciles.WithLabelValues(result).Inc()
+		c.metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
+	}()
+	if err := c.readStatus(ctx); err != nil {
+		return err
+	}
+	cm, err := c.configMap(ctx)
+	if apierrors.IsNotFound(err) {
+		return c.syncDeleted(ctx, &result)
+	}
+	if err != nil {
+		return fmt.Errorf("read configmap: %w", err)
+	}
+
+	d, secrets := decide(c.manager, cm, c.st.applied)
+	if d.problems == nil {
+		c.st.secrets = secrets
+	} else {
+		result = "invalid"
+	}
+	var writes []string
+	if !c.cfg.ReportOnly && (d.problems == nil || c.st.applied != nil) {
+		// An invalid document before any valid one in this term leaves
+		// the live EnvoyFilters alone: they are the last good state.
+		writes, err = c.converge(ctx, d.desired)
+	}
+	if d.problems == nil && err == nil {
+		c.st.applied = &d
+	}
+	if len(writes) > 0 && result != "invalid" {
+		result = "applied"
+	}
+	return c.report(ctx, cm, d, writes, err)
+}
+
+// configMap reads the global ConfigMap: from the API server on the term's
+// first sync, from the informer cache after.
+func (c *Controller) configMap(ctx context.Context) (*corev1.ConfigMap, error) {
+	if c.st.readLive {
+		return c.configMaps.ConfigMaps(c.cfg.Namespace).Get(c.cfg.Name)
+	}
+	cm, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, c.cfg.Name, metav1.GetOptions{})
+	if err == nil || apierrors.IsNotFound(err) {
+		c.st.readLive = true
+	}
+	return cm, err
+}
+
+// syncDeleted handles a missing ConfigMap: keep everything (default) or
+// prune every managed EnvoyFilter.
+func (c *Controller) syncDeleted(ctx context.Context, result *string) error {
+	status := map[string]string{"state": "ConfigMapDeleted"}
+	if !c.cfg.PruneOnDelete || c.cfg.ReportOnly {
+		status["message"] = "the ConfigMap is gone; the EnvoyFilters are kept (run with --prune-on-delete to remove them)"
+		for _, k := range []string{"lastAppliedHash", "lastAppliedTime", "envoyFilters", "lastChange"} {
+			if v, ok := c.st.status[k]; ok {
+				status[k] = v
+			}
+		}
+		return c.writeStatus(ctx, status)
+	}
+	writes, err := c.converge(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if len(writes) > 0 {
+		*result = "applied"
+		c.log.Info("ConfigMap deleted; pruned", "writes", writes)
+	}
+	c.st.applied = &decision{}
+	c.metrics.ManagedFilters.Set(0)
+	status["message"] = "the ConfigMap is gone; the EnvoyFilters were removed (--prune-on-delete)"
+	return c.writeStatus(ctx, status)
+}
+
+// converge makes the live managed EnvoyFilters equal to desired and says
+// what it wrote. It writes nothing when they already are.
+func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object) ([]string, error) {
+	listed, err := c.envoyFilters.List(labels.SelectorFromSet(labels.Set{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}))
+	if err != nil {
+		return nil, fmt.Errorf("list envoyfilters: %w", err)
+	}
+	live := map[string]*clientnetworking.EnvoyFilter{}
+	for _, l := range listed {
+		key := l.Namespace + "/" + l.Name
+		// The newer of the cache and our own last write.
+		if obj, ok, err := c.written.GetByKey(key); err == nil && ok {
+			l = obj.(*clientnetworking.EnvoyFilter)
+		}
+		live[key] = l
+	}
+	var writes []string
+	for _, d := range desired {
+		key := d.Metadata.Namespace + "/" + d.Metadata.Name
+		l, exists := live[key]
+		delete(live, key)
+		if exists && equals(l, d) {
+			continue
+		}
+		body, err := json.Marshal(d)
+		if err != nil {
+			return writes, fmt.Errorf("encode envoyfilter %s: %w", key, err)
+		}
+		force := true
+		applied, err := c.istio.NetworkingV1alpha3().EnvoyFilters(d.Metadata.Namespace).Patch(ctx, d.Metadata.Name,
+			"application/apply-patch+yaml", body, metav1.PatchOptions{FieldManager: c.cfg.FieldManager, Force: &force})
+		if err != nil {
+			return writes, fmt.Errorf("apply envoyfilter %s: %w", key, err)
+		}
+		c.metrics.APIWrites.WithLabelValues("apply", "envoyfilters").Inc()
+		if exists {
+			c.written.Mutation(applied)
+			writes = append(writes, "updated "+key)
+		} else {
+			writes = append(writes, "created "+key)
+		}
+	}
+	// What is left is live and not desired, in key order.
+	for _, l := range sortedFilters(live) {
+		key := l.Namespace + "/" + l.Name
+		uid := l.UID
+		err := c.istio.NetworkingV1alpha3().EnvoyFilters(l.Namespace).Delete(ctx, l.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case apierrors.IsNotFound(err):
+			// Gone already: deleted by us a moment ago (the cache hasn't
+			// seen it yet) or by someone else.
+		case err != nil:
+			return writes, fmt.Errorf("delete envoyfilter %s: %w", key, err)
+		default:
+			c.metrics.APIWrites.WithLabelValues("delete", "envoyfilters").Inc()
+			writes = append(writes, "deleted "+key)
+		}
+	}
+	return writes, nil
+}
+
+// equals reports whether the live object already is d: the labels and
+// content hash annotation are there, and the spec itself hashes to d's
+// hash (so an edit that kept the annotation is still seen as drift).
+func equals(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
+	if l.Labels[envoyfilter.LabelManagedBy] != envoyfilter.ManagedByValue ||
+		l.Labels[envoyfilter.LabelItem] != d.Item() ||
+		l.Annotations[envoyfilter.AnnotationContentHash] != d.Hash() {
+		return false
+	}
+	h, err := envoyfilter.SpecHash(&l.Spec)
+	return err == nil && h == d.Hash()
+}
+
+// setHash identifies a desired set: the names and content hashes of its
+// objects. Equal documents give equal hashes, whatever their formatting.
+func setHash(objs []*envoyfilter.Object) string {
+	h := sha256.New()
+	for _, o := range objs {
+		fmt.Fprintf(h, "%s/%s=%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Hash())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}

@@ -1,0 +1,512 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	istiofake "istio.io/client-go/pkg/clientset/versioned/fake"
+	istioinformers "istio.io/client-go/pkg/informers/externalversions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/document"
+)
+
+// The sync is tested the way kubernetes/sample-controller tests its
+// syncHandler: fake clientsets, informers that are never started, and
+// caches the test fills itself. Each test decides exactly what the
+// informer has "seen" (deliver), so nothing races.
+
+const (
+	testNS   = "istio-system"
+	testName = "global-config"
+)
+
+const docV1 = `
+gzip:
+  chunkSize: 8192
+headers:
+  disableXEnvoyHeaders: true
+`
+
+var efResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1alpha3", Resource: "envoyfilters"}
+
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	kube     *fake.Clientset
+	istio    *istiofake.Clientset
+	kubeInf  informers.SharedInformerFactory
+	istioInf istioinformers.SharedInformerFactory
+	recorder *record.FakeRecorder
+	ctrl     *Controller
+	metrics  *Metrics
+	// version numbers objects as the API server would.
+	version int
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	f := &fixture{t: t, ctx: context.Background(), kube: fake.NewClientset(), istio: istiofake.NewSimpleClientset(), recorder: record.NewFakeRecorder(100)}
+	f.kubeInf = informers.NewSharedInformerFactory(f.kube, 0)
+	f.istioInf = istioinformers.NewSharedInformerFactory(f.istio, 0)
+	// The simple tracker can't create by server-side apply: do what the
+	// API server does, create or replace, with a new resourceVersion.
+	f.istio.PrependReactor("patch", "envoyfilters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		if p.GetPatchType() != types.ApplyPatchType {
+			return false, nil, nil
+		}
+		ef := &clientnetworking.EnvoyFilter{}
+		if err := json.Unmarshal(p.GetPatch(), ef); err != nil {
+			return true, nil, err
+		}
+		f.version++
+		ef.ResourceVersion = strconv.Itoa(f.version)
+		tracker := f.istio.Tracker()
+		old, err := tracker.Get(efResource, p.GetNamespace(), p.GetName())
+		if apierrors.IsNotFound(err) {
+			ef.UID = types.UID("uid-" + ef.ResourceVersion)
+			return true, ef, tracker.Create(efResource, ef, p.GetNamespace())
+		}
+		ef.UID = old.(*clientnetworking.EnvoyFilter).UID
+		return true, ef, tracker.Update(efResource, ef, p.GetNamespace())
+	})
+	cfg.Namespace, cfg.Name, cfg.FieldManager = testNS, testName, "globalconfig"
+	f.metrics = NewMetrics(prometheus.NewRegistry())
+	f.ctrl = New(cfg, f.kube, f.istio, f.kubeInf.Core().V1().ConfigMaps(), f.istioInf.Networking().V1alpha3().EnvoyFilters(),
+		f.recorder, f.metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.ctrl.st = state{}
+	return f
+}
+
+// putConfig writes the global ConfigMap to the API and to the cache.
+func (f *fixture) putConfig(doc string) {
+	f.t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS}, Data: map[string]string{document.DataKey: doc}}
+	if _, err := f.kube.CoreV1().ConfigMaps(testNS).Get(f.ctx, testName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		_, err = f.kube.CoreV1().ConfigMaps(testNS).Create(f.ctx, cm, metav1.CreateOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	} else if _, err := f.kube.CoreV1().ConfigMaps(testNS).Update(f.ctx, cm, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.kubeInf.Core().V1().ConfigMaps().Informer().GetStore().Update(cm); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// deleteConfig removes the global ConfigMap from the API and the cache.
+func (f *fixture) deleteConfig() {
+	f.t.Helper()
+	if err := f.kube.CoreV1().ConfigMaps(testNS).Delete(f.ctx, testName, metav1.DeleteOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	store := f.kubeInf.Core().V1().ConfigMaps().Informer().GetStore()
+	if obj, ok, _ := store.GetByKey(testNS + "/" + testName); ok {
+		_ = store.Delete(obj)
+	}
+}
+
+// deliver makes the EnvoyFilter cache show what the API holds, as the
+// informer would once its events arrive.
+func (f *fixture) deliver() {
+	f.t.Helper()
+	list, err := f.istio.NetworkingV1alpha3().EnvoyFilters("").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var objs []any
+	for _, ef := range list.Items {
+		objs = append(objs, ef)
+	}
+	if err := f.istioInf.Networking().V1alpha3().EnvoyFilters().Informer().GetStore().Replace(objs, ""); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) sync() error {
+	f.t.Helper()
+	f.istio.ClearActions()
+	return f.ctrl.Sync(f.ctx)
+}
+
+func (f *fixture) mustSync() {
+	f.t.Helper()
+	if err := f.sync(); err != nil {
+		f.t.Fatalf("sync: %v", err)
+	}
+}
+
+// writes lists the EnvoyFilter writes of the last sync: "apply NAME" or
+// "delete NAME".
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.istio.Actions() {
+		switch a := a.(type) {
+		case k8stesting.PatchAction:
+			out = append(out, "apply "+a.GetName())
+		case k8stesting.DeleteAction:
+			out = append(out, "delete "+a.GetName())
+		}
+	}
+	return out
+}
+
+// live returns the content hashes of the EnvoyFilters the API holds.
+func (f *fixture) live() map[string]string {
+	f.t.Helper()
+	list, err := f.istio.NetworkingV1alpha3().EnvoyFilters(testNS).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, ef := range list.Items {
+		h, err := envoyfilter.SpecHash(&ef.Spec)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		out[ef.Name] = h
+	}
+	return out
+}
+
+func (f *fixture) status() map[string]string {
+	f.t.Helper()
+	cm, err := f.kube.CoreV1().ConfigMaps(testNS).Get(f.ctx, StatusName(testName), metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cm.Data
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// desired returns the content hashes the document asks for.
+func desired(t *testing.T, doc string) map[string]string {
+	t.Helper()
+	d, err := document.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, s := range d.Sections {
+		if !s.Item.Enabled() {
+			continue
+		}
+		patches, err := s.Item.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[o.Metadata.Name] = o.Hash()
+	}
+	return out
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fixture) wantLive(doc string) {
+	f.t.Helper()
+	if got, want := f.live(), desired(f.t, doc); !equalMaps(got, want) {
+		f.t.Fatalf("live EnvoyFilters %v, want %v", got, want)
+	}
+}
+
+// Create, one write per one-item edit, none for a no-op edit, and none for
+// a sync whose cache has not shown our own write yet.
+func TestSyncWritesOnlyWhatChanged(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	if w := f.writes(); !slices.Equal(w, []string{"apply globalconfig-gzip", "apply globalconfig-headers"}) {
+		t.Fatalf("first sync wrote %v", w)
+	}
+	f.wantLive(docV1)
+	if s := f.status(); s["state"] != "Applied" || s["envoyFilters"] != "istio-system/globalconfig-gzip\nistio-system/globalconfig-headers" {
+		t.Errorf("status %v", s)
+	}
+	f.deliver()
+
+	edited := strings.Replace(docV1, "chunkSize: 8192", "chunkSize: 16384", 1)
+	f.putConfig(edited)
+	f.mustSync()
+	if w := f.writes(); !slices.Equal(w, []string{"apply globalconfig-gzip"}) {
+		t.Fatalf("a one-item edit wrote %v", w)
+	}
+	f.wantLive(edited)
+	if s := f.status(); s["lastChange"] != "changed gzip" {
+		t.Errorf("status lastChange %q, want %q", s["lastChange"], "changed gzip")
+	}
+	// The cache still shows the old gzip: our own write must not be
+	// repeated.
+	f.mustSync()
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("a sync before the cache showed our update wrote %v", w)
+	}
+	f.deliver()
+	f.putConfig("# reformatted, same meaning\n" + edited + "\n")
+	f.mustSync()
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("a no-op edit wrote %v", w)
+	}
+	events := f.events()
+	if len(events) != 2 || !strings.Contains(events[0], "added gzip, headers") || !strings.Contains(events[1], "Applied changed gzip: updated istio-system/globalconfig-gzip") {
+		t.Errorf("events %q", events)
+	}
+}
+
+// A restarted controller (a new term) whose cache shows the desired set
+// writes nothing, not even the status.
+func TestSyncAfterRestartWritesNothing(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	f.deliver()
+	f.ctrl.st = state{} // a new term
+	f.kube.ClearActions()
+	f.mustSync()
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("restart wrote %v", w)
+	}
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("restart made a %s of %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}
+
+// An EnvoyFilter we created and someone deleted before the informer showed
+// it is restored: the cache never saw it, and the next sync creates it
+// again.
+func TestSyncRestoresACreateDeletedBeforeTheCacheSawIt(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	if err := f.istio.NetworkingV1alpha3().EnvoyFilters(testNS).Delete(f.ctx, "globalconfig-gzip", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver() // the informer saw the create and the delete.
+	f.mustSync()
+	if w := f.writes(); !slices.Equal(w, []string{"apply globalconfig-gzip"}) {
+		t.Fatalf("restore wrote %v", w)
+	}
+	f.wantLive(docV1)
+}
+
+// Drift: a deleted and an edited EnvoyFilter are both put back.
+func TestSyncRestoresDrift(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	efs := f.istio.NetworkingV1alpha3().EnvoyFilters(testNS)
+	if err := efs.Delete(f.ctx, "globalconfig-headers", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gz, err := efs.Get(f.ctx, "globalconfig-gzip", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz.Spec.Priority = 99 // the content-hash annotation is left as it was
+	f.version++
+	gz.ResourceVersion = strconv.Itoa(f.version)
+	if _, err := efs.Update(f.ctx, gz, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver()
+	f.mustSync()
+	if w := f.writes(); !slices.Equal(w, []string{"apply globalconfig-gzip", "apply globalconfig-headers"}) {
+		t.Fatalf("drift repair wrote %v", w)
+	}
+	f.wantLive(docV1)
+	if events := f.events(); !strings.Contains(events[len(events)-1], "no item changed: updated istio-system/globalconfig-gzip; created istio-system/globalconfig-headers") {
+		t.Errorf("drift event %q", events[len(events)-1])
+	}
+}
+
+// An invalid edit keeps (and restores) the last good set, says so once,
+// and an EnvoyFilter no longer wanted is deleted once the document is
+// valid again.
+func TestSyncKeepsTheLastGoodSet(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	f.deliver()
+	f.events()
+
+	f.putConfig("gizp: {}\n")
+	f.mustSync()
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("an invalid edit wrote %v", w)
+	}
+	s := f.status()
+	if s["state"] != "Invalid" || !strings.Contains(s["errors"], `gizp: unknown item; did you mean "gzip"? (config.yaml line 1)`) {
+		t.Errorf("status %v", s)
+	}
+	f.mustSync() // a resync: the same problems are not announced again
+	if events := f.events(); len(events) != 1 || !strings.Contains(events[0], "Warning InvalidConfig 1 problem(s)") {
+		t.Errorf("events %q", events)
+	}
+	// Someone deletes a filter meanwhile: the last good set is restored.
+	if err := f.istio.NetworkingV1alpha3().EnvoyFilters(testNS).Delete(f.ctx, "globalconfig-gzip", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver()
+	f.mustSync()
+	f.wantLive(docV1)
+	f.deliver()
+
+	f.putConfig("gzip: {chunkSize: 8192}\n")
+	f.mustSync()
+	if w := f.writes(); !slices.Equal(w, []string{"delete globalconfig-headers"}) {
+		t.Errorf("the valid edit wrote %v", w)
+	}
+	if s := f.status(); s["state"] != "Applied" || s["errors"] != "" || s["lastChange"] != "removed headers" {
+		t.Errorf("status %v", s)
+	}
+}
+
+// An invalid document before any valid one leaves the live EnvoyFilters
+// alone: after a restart they are the last good state.
+func TestSyncInvalidAtStartDeletesNothing(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	f.deliver()
+	f.ctrl.st = state{}
+	f.putConfig("gzip: {chunkSize: 1}\n")
+	f.mustSync()
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("wrote %v", w)
+	}
+	f.wantLive(docV1)
+}
+
+func TestSyncConfigMapDeleted(t *testing.T) {
+	for _, prune := range []bool{false, true} {
+		t.Run("prune="+strconv.FormatBool(prune), func(t *testing.T) {
+			f := newFixture(t, Config{PruneOnDelete: prune})
+			f.putConfig(docV1)
+			f.mustSync()
+			f.deliver()
+			f.deleteConfig()
+			f.mustSync()
+			s := f.status()
+			if s["state"] != "ConfigMapDeleted" {
+				t.Errorf("status %v", s)
+			}
+			if prune {
+				if len(f.live()) != 0 || len(f.writes()) != 2 {
+					t.Errorf("pruned %v, still live %v", f.writes(), f.live())
+				}
+				return
+			}
+			if len(f.writes()) != 0 || s["envoyFilters"] == "" {
+				t.Errorf("wrote %v; status %v", f.writes(), s)
+			}
+			f.wantLive(docV1)
+		})
+	}
+}
+
+// A permanent API error is reported and not retried; a transient one is
+// retried with backoff. Both leave the status saying so.
+func TestSyncAPIErrors(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		err       error
+		requeued  bool
+		permanent bool
+	}{
+		{"forbidden", apierrors.NewForbidden(efResource.GroupResource(), "globalconfig-gzip", errors.New("RBAC says no")), false, true},
+		{"unavailable", apierrors.NewServiceUnavailable("etcd is down"), true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			f.putConfig(docV1)
+			f.istio.PrependReactor("patch", "envoyfilters", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, c.err
+			})
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+			defer q.ShutDown()
+			q.Add(queueKey)
+			f.ctrl.processNext(f.ctx, q)
+			if got := q.NumRequeues(queueKey) > 0; got != c.requeued {
+				t.Errorf("requeued %v, want %v", got, c.requeued)
+			}
+			if isPermanent(f.sync()) != c.permanent {
+				t.Errorf("isPermanent disagrees for %v", c.err)
+			}
+			if s := f.status(); s["state"] != "ApplyFailed" || !strings.Contains(s["message"], c.err.Error()) {
+				t.Errorf("status %v", s)
+			}
+			if n := testutil.ToFloat64(f.metrics.ReconcileErrors); n != 2 {
+				t.Errorf("reconcile errors %v, want 2", n)
+			}
+		})
+	}
+}
+
+// Report-only (the MCP sink alone) writes no EnvoyFilter, yet keeps the
+// status, with what StatusExtra adds, scrubbed of secrets.
+func TestSyncReportOnly(t *testing.T) {
+	f := newFixture(t, Config{ReportOnly: true, StatusExtra: func() map[string]string {
+		return map[string]string{"sink": "mcp", "mcpNack": "rejected token s3cr3t"}
+	}})
+	f.putConfig(docV1 + "tracing:\n  enable: true\n  skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t}\n")
+	f.mustSync()
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("report-only wrote %v", w)
+	}
+	s := f.status()
+	if s["state"] != "Applied" || s["sink"] != "mcp" || s["mcpNack"] != "rejected token [redacted]" {
+		t.Errorf("status %v", s)
+	}
+}
+
+var _ cache.InformerSynced = (&Controller{}).HasSynced
