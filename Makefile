@@ -65,8 +65,11 @@ fuzz:
 	$(GO) test ./pkg/document -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 # Rewrite golden outputs after an intended change; review the diff.
+# It also composes deploy/examples/global-config.yaml and the README's
+# copy from every item's testdata/example.in.yaml.
 golden:
 	$(GO) test $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./items/... | grep -v '/items$$') -update
+	$(GO) test ./internal/example -update
 
 clean:
 	rm -rf $(BIN)

@@ -33,9 +33,9 @@ const (
 	ErrSuffix = ".err.txt"
 )
 
-// Render returns the golden output of one input: the YAML stream, or the
+// Output returns the golden output of one input: the YAML stream, or the
 // problems when the document is invalid (ok false).
-func Render(in []byte) (out []byte, ok bool) {
+func Output(in []byte) (out []byte, ok bool) {
 	doc, err := document.ParseFile(in)
 	if err == nil {
 		objs, rerr := manager.Desired(doc)
@@ -79,7 +79,7 @@ func Run(t *testing.T, dir string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, ok := Render(data)
+			got, ok := Output(data)
 			path, other := base+OutSuffix, base+ErrSuffix
 			if !ok {
 				path, other = other, path

@@ -170,26 +170,3 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
 }
-
-// The README shows the example ConfigMap; it must be the file's content.
-func TestReadmeShowsTheExample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(example)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if len(body) == 0 && strings.HasPrefix(line, "#") {
-			continue // the file's header comment
-		}
-		body = append(body, line)
-	}
-	want := "```yaml\n" + strings.TrimRight(strings.Join(body, "\n"), "\n") + "\n```"
-	if !strings.Contains(string(readme), want) {
-		t.Error("README.md does not show deploy/examples/global-config.yaml as it is; copy it into the Example section")
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -239,21 +240,9 @@ func desired(t *testing.T, doc string) map[string]string {
 	return out
 }
 
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 func (f *fixture) wantLive(doc string) {
 	f.t.Helper()
-	if got, want := f.live(), desired(f.t, doc); !equalMaps(got, want) {
+	if got, want := f.live(), desired(f.t, doc); !maps.Equal(got, want) {
 		f.t.Fatalf("live EnvoyFilters %v, want %v", got, want)
 	}
 }

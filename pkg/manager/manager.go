@@ -72,12 +72,12 @@ func (m *Manager) FromConfigMap(data map[string]string) Result {
 	if err != nil {
 		return Result{Problems: problems(err)}
 	}
-	return m.Render(doc)
+	return m.Build(doc)
 }
 
-// Render builds the desired set of a parsed document. A build or check
+// Build builds the desired set of a parsed document. A build or check
 // failure of any item fails the whole set: nothing is published half-done.
-func (m *Manager) Render(doc *document.Document) Result {
+func (m *Manager) Build(doc *document.Document) Result {
 	res := Result{Keys: SectionKeys(doc)}
 	var errs fielderr.List
 	m.mu.Lock()
@@ -127,7 +127,7 @@ func build(s document.Section) (*envoyfilter.Object, error) {
 // The error is a *document.Error listing every failing item under its
 // name.
 func Desired(doc *document.Document) ([]*envoyfilter.Object, error) {
-	res := New().Render(doc)
+	res := New().Build(doc)
 	if !res.Valid() {
 		return nil, &document.Error{Problems: res.Problems}
 	}

@@ -98,12 +98,12 @@ func TestNamespaceMoveIsAChange(t *testing.T) {
 // the very objects built before, and the result equals a full build.
 func TestRenderRebuildsOnlyChangedItems(t *testing.T) {
 	m := manager.New()
-	first := m.Render(parse(t, base))
+	first := m.Build(parse(t, base))
 	if !first.Valid() || !slices.Equal(first.Rebuilt, []string{"gzip", "tracing"}) {
 		t.Fatalf("first render: rebuilt %v, problems %v", first.Rebuilt, first.Problems)
 	}
 	edited := strings.Replace(base, "chunkSize: 8192", "chunkSize: 16384", 1)
-	second := m.Render(parse(t, edited))
+	second := m.Build(parse(t, edited))
 	if !slices.Equal(second.Rebuilt, []string{"gzip"}) {
 		t.Errorf("after a gzip edit, rebuilt %v, want [gzip]", second.Rebuilt)
 	}
@@ -119,7 +119,7 @@ func TestRenderRebuildsOnlyChangedItems(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Errorf("incremental render differs from a full build:\n%s\n---\n%s", a, b)
 	}
-	third := m.Render(parse(t, edited))
+	third := m.Build(parse(t, edited))
 	if len(third.Rebuilt) != 0 {
 		t.Errorf("re-rendering the same document rebuilt %v", third.Rebuilt)
 	}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,13 +226,13 @@ func BenchmarkPropagation(b *testing.B) {
 	rss := measureRSS(ctx, b)
 	renderTime, renderAllocs := measureRender(b)
 
-	r50, r95 := percentile(viaConfigMap, 50), percentile(viaConfigMap, 95)
-	d50, d95 := percentile(direct, 50), percentile(direct, 95)
-	s50, s95 := percentile(share, 50), percentile(share, 95)
-	m50, m95 := percentile(viaMCP, 50), percentile(viaMCP, 95)
-	b.ReportMetric(ms(m50), "mcp-p50-ms")
-	b.ReportMetric(ms(r50), "configmap-p50-ms")
-	b.ReportMetric(ms(d50), "direct-p50-ms")
+	r50, r95 := harness.Percentile(viaConfigMap, 50), harness.Percentile(viaConfigMap, 95)
+	d50, d95 := harness.Percentile(direct, 50), harness.Percentile(direct, 95)
+	s50, s95 := harness.Percentile(share, 50), harness.Percentile(share, 95)
+	m50, m95 := harness.Percentile(viaMCP, 50), harness.Percentile(viaMCP, 95)
+	b.ReportMetric(harness.Ms(m50), "mcp-p50-ms")
+	b.ReportMetric(harness.Ms(r50), "configmap-p50-ms")
+	b.ReportMetric(harness.Ms(d50), "direct-p50-ms")
 	b.ReportMetric(float64(r50)/float64(d50), "p50-ratio")
 	table := fmt.Sprintf(`| measure | p50 | p95 |
 |---|---|---|
@@ -253,11 +252,11 @@ func BenchmarkPropagation(b *testing.B) {
 | namespace-wide ConfigMap informer RSS, 0 ConfigMaps | %.1f MiB |
 | namespace-wide ConfigMap informer RSS, %d ConfigMaps | %.1f MiB |
 | render of deploy/examples/global-config.yaml (parse, validate, build, strict check; mean of 200) | %.2f ms, %d allocs |
-`, benchEdits, ms(r50), ms(r95), benchEdits, ms(d50), ms(d95), float64(r50)/float64(d50), float64(r95)/float64(d95),
-		benchEdits, ms(m50), ms(m95), float64(m50)/float64(r50), float64(m95)/float64(r95), ms(s50), ms(s95),
+`, benchEdits, harness.Ms(r50), harness.Ms(r95), benchEdits, harness.Ms(d50), harness.Ms(d95), float64(r50)/float64(d50), float64(r95)/float64(d95),
+		benchEdits, harness.Ms(m50), harness.Ms(m95), float64(m50)/float64(r50), float64(m95)/float64(r95), harness.Ms(s50), harness.Ms(s95),
 		efWrites/benchEdits, noop/benchNoOps, benchNoOps,
 		rss.controller0, benchConfigMaps, rss.controller10k, rss.informer0, benchConfigMaps, rss.informer10k,
-		ms(renderTime), int(renderAllocs))
+		harness.Ms(renderTime), int(renderAllocs))
 	fmt.Println()
 	fmt.Print(table)
 	if out := os.Getenv("GLOBALCONFIG_BENCH_REPORT"); out != "" {
@@ -427,15 +426,6 @@ func rssMiB(b *testing.B, pid int) float64 {
 	b.Fatal("no VmRSS")
 	return 0
 }
-
-func percentile(d []time.Duration, p int) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	return s[max(i-1, 0)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // report is docs/benchmarks.md: the table and the machine it ran on.
 func report(table string) string {

@@ -8,6 +8,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -36,21 +40,60 @@ const (
 	listenerName = "0.0.0.0_80"
 )
 
-// backends are the collector services the golden cases name; Istio builds
-// their outbound clusters only when the services exist.
-var backends = []struct {
+// routeBackend is the Service the test VirtualService routes to, so route
+// patches have a route to patch.
+var routeBackend = service{namespace: "e2e-backend", name: "web", ports: []int32{8080}}
+
+// service is a Service the mesh needs.
+type service struct {
 	namespace, name string
 	ports           []int32
-}{
-	{"istio-system", "zipkin", []int32{9411}},
-	{"op-system", "skywalking-oap-server", []int32{11800}},
-	{"observability", "otel-collector", []int32{4317, 4318}},
-	{"datadog", "datadog-agent", []int32{8126}},
 }
 
-// otherNamespaces are targets of golden cases that must not reach the
-// gateway.
-var otherNamespaces = []string{"mesh-config"}
+// outboundRef finds Istio outbound cluster names in a patch value.
+var outboundRef = regexp.MustCompile(`outbound\|(\d+)\|\|([a-z0-9-]+)\.([a-z0-9-]+)\.svc\.cluster\.local`)
+
+// goldenNeeds returns what the golden outputs refer to: the Services of
+// every outbound cluster a patch names (Istio builds a cluster only for a
+// Service that exists) and every namespace a target names. Nothing here
+// knows one item from another.
+func goldenNeeds() (services []service, namespaces []string, err error) {
+	files, err := filepath.Glob(filepath.Join(harness.RepoRoot(), "items", "*", "testdata", "*.out.yaml"))
+	if err != nil {
+		return nil, nil, err
+	}
+	ports := map[[2]string]map[int32]bool{}
+	nsSet := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range outboundRef.FindAllStringSubmatch(string(data), -1) {
+			port, _ := strconv.Atoi(m[1])
+			key := [2]string{m[3], m[2]}
+			if ports[key] == nil {
+				ports[key] = map[int32]bool{}
+			}
+			ports[key][int32(port)] = true
+		}
+		for _, m := range regexp.MustCompile(`(?m)^  namespace: (\S+)$`).FindAllStringSubmatch(string(data), -1) {
+			nsSet[m[1]] = true
+		}
+	}
+	for key, ps := range ports {
+		svc := service{namespace: key[0], name: key[1]}
+		for p := range ps {
+			svc.ports = append(svc.ports, p)
+		}
+		slices.Sort(svc.ports)
+		services = append(services, svc)
+	}
+	for n := range nsSet {
+		namespaces = append(namespaces, n)
+	}
+	return services, namespaces, nil
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -131,7 +174,7 @@ func createMesh(ctx context.Context) error {
 			Gateways: []string{"ingress"},
 			Http: []*networkingv1.HTTPRoute{{
 				Route: []*networkingv1.HTTPRouteDestination{{Destination: &networkingv1.Destination{
-					Host: "zipkin.istio-system.svc.cluster.local", Port: &networkingv1.PortSelector{Number: 9411},
+					Host: routeBackend.name + "." + routeBackend.namespace + ".svc.cluster.local", Port: &networkingv1.PortSelector{Number: uint32(routeBackend.ports[0])},
 				}}},
 			}},
 		},
@@ -139,17 +182,21 @@ func createMesh(ctx context.Context) error {
 	if _, err := cluster.Istio.NetworkingV1().VirtualServices(ns).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create virtual service: %w", err)
 	}
-	for _, name := range otherNamespaces {
+	services, namespaces, err := goldenNeeds()
+	if err != nil {
+		return err
+	}
+	services = append(services, routeBackend)
+	for _, svc := range services {
+		namespaces = append(namespaces, svc.namespace)
+	}
+	for _, name := range namespaces {
 		_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
-	for _, b := range backends {
-		_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.namespace}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+	for _, b := range services {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace}}
 		for _, p := range b.ports {
 			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("tcp-%d", p), Port: p})

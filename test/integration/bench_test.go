@@ -3,7 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,9 +85,9 @@ func BenchmarkConfigMapToEnvoyFilter(b *testing.B) {
 	}
 	noop := writes(f.metrics(ctl)) - writes(after)
 
-	p50, p95 := percentile(latencies, 50), percentile(latencies, 95)
-	b.ReportMetric(ms(p50), "p50-ms")
-	b.ReportMetric(ms(p95), "p95-ms")
+	p50, p95 := harness.Percentile(latencies, 50), harness.Percentile(latencies, 95)
+	b.ReportMetric(harness.Ms(p50), "p50-ms")
+	b.ReportMetric(harness.Ms(p95), "p95-ms")
 	b.ReportMetric(efWrites/benchEdits, "envoyfilter-writes/edit")
 	b.ReportMetric(noop/benchNoOps, "writes/no-op-edit")
 	fmt.Printf(`
@@ -99,7 +99,7 @@ func BenchmarkConfigMapToEnvoyFilter(b *testing.B) {
 | EnvoyFilter writes per one-item edit | %.2f |
 | all API writes per one-item edit (EnvoyFilter + status + Event) | %.2f |
 | API writes per no-op edit | %.2f (over %d edits) |
-`, benchEdits, ms(p50), ms(p95), efWrites/benchEdits, allWrites/benchEdits, noop/benchNoOps, benchNoOps)
+`, benchEdits, harness.Ms(p50), harness.Ms(p95), efWrites/benchEdits, allWrites/benchEdits, noop/benchNoOps, benchNoOps)
 }
 
 // waitHash waits for a watch event carrying the content hash want.
@@ -121,15 +121,6 @@ func waitHash(ctx context.Context, w watch.Interface, want string) error {
 		}
 	}
 }
-
-func percentile(d []time.Duration, p int) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	return s[max(i-1, 0)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // BenchmarkWebhookAdmission measures what the admission webhook adds to a
 // ConfigMap update: updates of the labelled global ConfigMap (sent to the
@@ -183,14 +174,57 @@ func BenchmarkWebhookAdmission(b *testing.B) {
 		}
 		without = append(without, time.Since(start))
 	}
-	w50, w95 := percentile(with, 50), percentile(with, 95)
-	o50, o95 := percentile(without, 50), percentile(without, 95)
-	b.ReportMetric(ms(w50-o50), "added-p50-ms")
+	w50, w95 := harness.Percentile(with, 50), harness.Percentile(with, 95)
+	o50, o95 := harness.Percentile(without, 50), harness.Percentile(without, 95)
+	b.ReportMetric(harness.Ms(w50-o50), "added-p50-ms")
 	fmt.Printf(`
 | ConfigMap update, timed at the client (%d each, interleaved) | p50 | p95 |
 |---|---|---|
 | global ConfigMap, through the admission webhook | %.1f ms | %.1f ms |
 | unlabelled ConfigMap, no webhook | %.1f ms | %.1f ms |
 | added by the webhook | %.1f ms | %.1f ms |
-`, benchEdits, ms(w50), ms(w95), ms(o50), ms(o95), ms(w50-o50), ms(w95-o95))
+`, benchEdits, harness.Ms(w50), harness.Ms(w95), harness.Ms(o50), harness.Ms(o95), harness.Ms(w50-o50), harness.Ms(w95-o95))
+}
+
+// Outages in BenchmarkOutageRecovery, and how long each lasts.
+const (
+	benchOutages      = 5
+	benchOutageLength = 20 * time.Second
+)
+
+// BenchmarkOutageRecovery stops the API server for 20 s, five times. Each
+// time, as soon as it answers again, the ConfigMap is edited; recovery is
+// the time until the EnvoyFilters match the edit.
+func BenchmarkOutageRecovery(b *testing.B) {
+	f := setup(b)
+	f.put(docV1)
+	ctl := f.start("controller")
+	f.waitLive(f.desired(docV1), 30*time.Second)
+	var recovery []time.Duration
+	for i := range benchOutages {
+		cluster.StopAPIServer()
+		time.Sleep(benchOutageLength)
+		if err := cluster.StartAPIServer(f.ctx); err != nil {
+			b.Fatal(err)
+		}
+		doc := []string{docV2, docV1}[i%2]
+		back := time.Now()
+		f.put(doc)
+		f.waitLive(f.desired(doc), 90*time.Second)
+		recovery = append(recovery, time.Since(back))
+		if ctl.Exited() {
+			b.Fatalf("the controller exited:\n%s", ctl.Log(4000))
+		}
+	}
+	p50, worst := harness.Percentile(recovery, 50), slices.Max(recovery)
+	b.ReportMetric(p50.Seconds(), "recovery-p50-s")
+	b.ReportMetric(worst.Seconds(), "recovery-max-s")
+	fmt.Printf(`
+| outage recovery (API server stopped %v, then an edit; until the EnvoyFilters match) | value |
+|---|---|
+| outages | %d |
+| p50 | %.2f s |
+| max | %.2f s |
+| each | %v |
+`, benchOutageLength, benchOutages, p50.Seconds(), worst.Seconds(), recovery)
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"maps"
 	"strings"
 	"syscall"
 	"testing"
@@ -8,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -97,7 +97,7 @@ func TestLifecycle(t *testing.T) {
 		f.put(docV2Reformatted)
 		f.waitReconciledPast(ctl, n)
 		_, after := f.live()
-		if !equalMaps(before, after) {
+		if !maps.Equal(before, after) {
 			t.Errorf("resourceVersions changed on a no-op edit:\n%v\n%v", before, after)
 		}
 		if got := writes(f.metrics(ctl)) - w; got != 0 {
@@ -133,7 +133,7 @@ func TestLifecycle(t *testing.T) {
 			t.Error("config_valid gauge is not 0")
 		}
 		h2, after := f.live()
-		if !equalMaps(before, after) || !equalMaps(hashes, h2) {
+		if !maps.Equal(before, after) || !maps.Equal(hashes, h2) {
 			t.Errorf("EnvoyFilters changed on an invalid edit")
 		}
 	})
@@ -152,30 +152,13 @@ func eventually(f *fixture, timeout time.Duration, cond func() bool) bool {
 
 func TestDriftIsRestored(t *testing.T) {
 	f := setup(t)
-	efs := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns)
-	// Delete the filter the instant it is created, likely before the
-	// controller's own cache has shown it: it must still come back.
-	w, err := efs.Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=globalconfig-gzip"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.put(docV1)
 	f.start("controller")
 	want := f.desired(docV1)
-	select {
-	case ev := <-w.ResultChan():
-		if ev.Type != watch.Added {
-			t.Fatalf("first event %s", ev.Type)
-		}
-		if err := efs.Delete(f.ctx, "globalconfig-gzip", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the filter was never created")
-	}
-	w.Stop()
-	f.waitLive(want, 10*time.Second)
-
+	f.waitLive(want, 30*time.Second)
+	// A filter deleted before the controller's cache showed its creation
+	// is covered, deterministically, by pkg/controller's unit tests.
+	efs := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns)
 	start := time.Now()
 	if err := efs.Delete(f.ctx, "globalconfig-gzip", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -216,7 +199,7 @@ func TestRestartWritesNothing(t *testing.T) {
 		t.Errorf("%v API writes after a restart, want 0", w)
 	}
 	_, after := f.live()
-	if !equalMaps(before, after) || f.statusVersion() != statusRV {
+	if !maps.Equal(before, after) || f.statusVersion() != statusRV {
 		t.Error("objects were rewritten after a restart")
 	}
 }
@@ -236,7 +219,7 @@ func TestInvalidDocumentAtStartupDeletesNothing(t *testing.T) {
 	f.waitLeader(second, 30*time.Second)
 	f.waitReconciledPast(second, 0)
 	_, after := f.live()
-	if !equalMaps(before, after) {
+	if !maps.Equal(before, after) {
 		t.Errorf("EnvoyFilters changed when starting on an invalid document:\n%v\n%v", before, after)
 	}
 	if st := f.status(); st["state"] != "Invalid" || !contains(st["errors"], "gzip.chunkSize") {
@@ -256,7 +239,7 @@ func TestDeletedConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitReconciledPast(ctl, n)
-	if got, _ := f.live(); !equalMaps(got, want) {
+	if got, _ := f.live(); !maps.Equal(got, want) {
 		t.Errorf("EnvoyFilters changed when the ConfigMap was deleted (default keeps them): %v", got)
 	}
 	if st := f.status(); st["state"] != "ConfigMapDeleted" || st["lastAppliedHash"] == "" {
@@ -324,9 +307,9 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	f.put(docV2)
 	restarted := time.Now()
-	// client-go's informers reconnect with a jittered backoff of up to
-	// about a minute; the controller converges once they are back.
-	f.waitLive(f.desired(docV2), 90*time.Second)
+	// The informers wait out the outage instead of backing off, and the
+	// lease is retaken on the next retry; make bench measures the time.
+	f.waitLive(f.desired(docV2), 30*time.Second)
 	t.Logf("converged %v after the API server came back", time.Since(restarted))
 	if ctl.Exited() {
 		t.Fatal("the controller exited")

@@ -6,6 +6,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -178,22 +179,10 @@ func (f *fixture) waitLive(want map[string]string, timeout time.Duration) {
 	var got map[string]string
 	if !harness.Eventually(f.ctx, timeout, func() bool {
 		got, _ = f.live()
-		return equalMaps(got, want)
+		return maps.Equal(got, want)
 	}) {
 		f.t.Fatalf("live EnvoyFilters never matched:\n got %v\nwant %v", got, want)
 	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // metrics scrapes ctl, failing the test on error.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,7 +175,7 @@ func TestAdmissionWebhook(t *testing.T) {
 	f.waitStatus(func(st map[string]string) bool {
 		return st["state"] == "Invalid" && contains(st["errors"], "gzip.chunkSize")
 	})
-	if _, after := f.live(); !equalMaps(live, after) {
+	if _, after := f.live(); !maps.Equal(live, after) {
 		t.Error("EnvoyFilters changed after an invalid edit got past the webhook")
 	}
 }
