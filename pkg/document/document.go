@@ -6,13 +6,14 @@ package document
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"sort"
-	"strconv"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -86,7 +87,7 @@ type Parser struct {
 
 // cachedSection is a decoded section and the hash of the YAML it came from.
 type cachedSection struct {
-	source  string
+	source  uint64
 	section Section
 }
 
@@ -225,15 +226,18 @@ func (d *decoder) addValidation(prefix string, err error) {
 // cachedSection returns the section decoded from the same YAML last time,
 // or decodes it.
 func (d *decoder) cachedSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, top []aliasNode) (Section, bool) {
-	var b []byte
-	b = fmt.Appendf(b, "%s\x00%+v\x00", reg.Name, docTarget)
-	b = appendNode(b, n)
+	// The cache lives in memory only, so a seeded maphash will do; fields
+	// are length-prefixed so no two trees write the same bytes.
+	var h maphash.Hash
+	h.SetSeed(sourceSeed)
+	writeString(&h, reg.Name)
+	writeString(&h, fmt.Sprintf("%+v", docTarget))
+	hashNode(&h, n)
 	for _, a := range top {
-		b = append(append(append(b, 0), a.top...), '=')
-		b = appendNode(b, a.node)
+		writeString(&h, a.top)
+		hashNode(&h, a.node)
 	}
-	sum := sha256.Sum256(b)
-	source := string(sum[:])
+	source := h.Sum64()
 	if c, ok := d.cache[reg.Name]; ok && c.source == source {
 		d.decoded[reg.Name] = c
 		return c.section, true
@@ -246,16 +250,29 @@ func (d *decoder) cachedSection(reg items.Registration, n *yaml.Node, docTarget 
 	return sec, ok
 }
 
-// appendNode appends the content of a YAML node tree to b: kinds, tags
-// and values, not positions or styles.
-func appendNode(b []byte, n *yaml.Node) []byte {
-	b = append(b, '(', byte('0'+n.Kind))
-	b = append(append(b, n.ShortTag()...), 0)
-	b = strconv.AppendQuote(b, n.Value)
+// sourceSeed seeds the hashes of section sources.
+var sourceSeed = maphash.MakeSeed()
+
+// hashNode writes the content of a YAML node tree: kinds, tags and values,
+// not positions or styles.
+func hashNode(h *maphash.Hash, n *yaml.Node) {
+	h.WriteByte(byte(n.Kind))
+	writeString(h, n.ShortTag())
+	writeString(h, n.Value)
+	var count [8]byte
+	binary.LittleEndian.PutUint64(count[:], uint64(len(n.Content)))
+	h.Write(count[:])
 	for _, c := range n.Content {
-		b = appendNode(b, c)
+		hashNode(h, c)
 	}
-	return append(b, ')')
+}
+
+// writeString writes s with its length.
+func writeString(h *maphash.Hash, s string) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+	h.Write(n[:])
+	h.WriteString(s)
 }
 
 // sectionKey is the canonical hash of Section.Key.
