@@ -8,10 +8,16 @@ import networking "istio.io/api/networking/v1alpha3"
 //
 // Istio applies the EnvoyFilters of one context in ascending priority (ties
 // by creation time, then name, which a re-created object would reorder), so
-// every item gets a priority of its own: its stage's Priority plus its rank
-// by name among the stage's items. Items that insert HTTP filters before
-// the router land in the chain in the order they are applied: a later item
-// sits closer to the router. A stage holds at most StageWidth items.
+// every item gets a priority of its own within its stage's range, chosen so
+// that the stage's filters stand in the chain in name order: an item
+// inserted before the router by a later EnvoyFilter sits closer to the
+// router, and one inserted first by a later EnvoyFilter sits closer to the
+// front, so the registry counts up for the one and down for the other. A
+// stage holds at most StageWidth items.
+//
+// Where a filter stands is what it does. Requests pass the HTTP filters in
+// chain order; responses pass them in reverse. So a filter at the front
+// sees a request first and a response last.
 type Stage struct {
 	// Name is the stage's name in `globalconfig items`.
 	Name string
@@ -34,9 +40,12 @@ type Position struct {
 // can hold.
 const StageWidth = 10
 
-// beforeRouter is the position every stage uses today: immediately before
-// the router, which every HTTP connection manager has.
-var beforeRouter = Position{Operation: networking.EnvoyFilter_Patch_INSERT_BEFORE, Anchor: Router}
+// The two positions. beforeRouter is immediately before the router, which
+// every HTTP connection manager has; first is the front of the chain.
+var (
+	beforeRouter = Position{Operation: networking.EnvoyFilter_Patch_INSERT_BEFORE, Anchor: Router}
+	first        = Position{Operation: networking.EnvoyFilter_Patch_INSERT_FIRST}
+)
 
 // The stages, in the order Istio applies them.
 var (
@@ -48,14 +57,19 @@ var (
 	StageHeaders = Stage{Name: "headers", Priority: 20, Insert: beforeRouter}
 	// StageObservability: tracing and access logs, merged into the HCM.
 	StageObservability = Stage{Name: "observability", Priority: 30, Insert: beforeRouter}
-	// StageTrafficPolicy: filters that answer requests themselves (rate
-	// limits, body size). Inserted before the compressors, so a request
-	// they refuse costs no compression work.
-	StageTrafficPolicy = Stage{Name: "trafficPolicy", Priority: 40, Insert: beforeRouter}
-	// StageCompression: response compressors. Inserted last, so they sit
-	// closest to the router and compress the response every other filter
-	// of globalconfig's has produced.
-	StageCompression = Stage{Name: "compression", Priority: 50, Insert: beforeRouter}
+	// StageTrafficPolicy: filters that refuse requests themselves (rate
+	// limits, body size). At the front of the chain, behind only the
+	// compressors: a request they refuse never reaches authentication,
+	// authorization, WasmPlugins or the router, and costs nothing there.
+	// In name order, the rate limit comes before the body buffer, so a
+	// request over the limit is refused before its body is buffered.
+	StageTrafficPolicy = Stage{Name: "trafficPolicy", Priority: 40, Insert: first}
+	// StageCompression: response compressors. At the very front of the
+	// chain (applied last of the inserting stages), so they see each
+	// response last: after every other filter, WasmPlugins and Istio's
+	// own included, has read or changed the body, and after local replies
+	// (429, 413) were made. Nothing after them sees a compressed body.
+	StageCompression = Stage{Name: "compression", Priority: 50, Insert: first}
 )
 
 // Stages lists every stage in order.

@@ -68,17 +68,24 @@ func (r Registration) NewItem() Item {
 }
 
 // Placement is where the item's EnvoyFilter goes: its stage's priority
-// plus its rank by name among the stage's items, and the stage's insert
-// position. It is only meaningful once every item has registered (after
+// plus its rank by name among the stage's items (counted from the end
+// when the stage inserts at the front, so the chain is in name order),
+// and the stage's insert position. It is only meaningful once every item has registered (after
 // init).
 func (r Registration) Placement() envoyfilter.Placement {
 	mu.RLock()
 	defer mu.RUnlock()
-	rank := int32(0)
+	rank, size := int32(0), int32(0)
 	for name, other := range registry {
-		if other.Stage.Name == r.Stage.Name && name < r.Name {
-			rank++
+		if other.Stage.Name == r.Stage.Name {
+			size++
+			if name < r.Name {
+				rank++
+			}
 		}
+	}
+	if r.Stage.Insert.Descending() {
+		rank = size - 1 - rank
 	}
 	return envoyfilter.Placement{Priority: r.Stage.Priority + rank, Insert: r.Stage.Insert}
 }
@@ -142,6 +149,16 @@ func All() []Registration {
 		out = append(out, registry[name])
 	}
 	return out
+}
+
+// Warner is implemented by items that can say something about a valid
+// section a user should know: a setting that overrides more than it
+// seems to. Warnings() returns each as a *fielderr.Error with a path
+// relative to the section, joined, as Validate does; `globalconfig
+// validate`, the admission webhook and the status report them. It is only
+// asked of an enabled item.
+type Warner interface {
+	Warnings() error
 }
 
 // SecretHolder is implemented by items whose sections carry secret values

@@ -62,14 +62,24 @@ func (notToggled) Build() ([]envoyfilter.Patch, error) { return nil, nil }
 // Items of one stage get priorities of their own, in name order, and the
 // stage's insert position; a full stage is refused.
 func TestPlacement(t *testing.T) {
-	stage := envoyfilter.StageCompression // empty in this test binary
-	for _, name := range []string{"test-b", "test-a", "test-c"} {
-		items.Register(items.Registration{Name: name, Stage: stage, New: func() items.Item { return &fake{} }})
-	}
-	for name, rank := range map[string]int32{"test-a": 0, "test-b": 1, "test-c": 2} {
-		r, _ := items.Lookup(name)
-		if got := r.Placement(); got.Priority != stage.Priority+rank || got.Insert != stage.Insert {
-			t.Errorf("%s: placement %+v, want priority %d", name, got, stage.Priority+rank)
+	for _, c := range []struct {
+		stage envoyfilter.Stage // empty in this test binary
+		ranks map[string]int32
+	}{
+		// Inserted before the router: a later item sits closer to it.
+		{envoyfilter.StageObservability, map[string]int32{"b": 0, "c": 1, "d": 2}},
+		// Inserted first: a later item sits in front, so ranks count down.
+		{envoyfilter.StageCompression, map[string]int32{"b": 2, "c": 1, "d": 0}},
+	} {
+		prefix := "test-" + strings.ToLower(c.stage.Name) + "-"
+		for _, name := range []string{"c", "b", "d"} {
+			items.Register(items.Registration{Name: prefix + name, Stage: c.stage, New: func() items.Item { return &fake{} }})
+		}
+		for name, rank := range c.ranks {
+			r, _ := items.Lookup(prefix + name)
+			if got := r.Placement(); got.Priority != c.stage.Priority+rank || got.Insert != c.stage.Insert {
+				t.Errorf("%s: placement %+v, want priority %d", r.Name, got, c.stage.Priority+rank)
+			}
 		}
 	}
 	full := envoyfilter.StageConnection

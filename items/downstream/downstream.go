@@ -38,7 +38,7 @@ type Downstream struct {
 	MaxHeadersCount        *uint32        `json:"maxHeadersCount" doc:"Most request headers, at least 1 (HCM common_http_protocol_options.max_headers_count)."`
 	ConnectionBufferLimits *uint32        `json:"connectionBufferLimits" doc:"Per-connection read and write buffer, bytes (listener per_connection_buffer_limit_bytes)."`
 	HTTP2                  *HTTP2         `json:"http2" doc:"HTTP/2 settings towards clients (HCM http2_protocol_options)."`
-	RouteTimeout           *items.Seconds `json:"routeTimeout" doc:"Upstream response timeout of every route (route.timeout); 0 disables."`
+	RouteTimeout           *items.Seconds `json:"routeTimeout" doc:"Upstream response timeout of every route (route.timeout). It overrides the timeout every VirtualService sets. 0 (Higress's default) leaves route timeouts as Istio set them."`
 }
 
 // HTTP2 is the `http2` sub-section.
@@ -48,7 +48,22 @@ type HTTP2 struct {
 	InitialConnectionWindowSize *uint32 `json:"initialConnectionWindowSize" doc:"65535 to 2147483647 bytes."`
 }
 
-var _ items.Item = (*Downstream)(nil)
+var (
+	_ items.Item   = (*Downstream)(nil)
+	_ items.Warner = (*Downstream)(nil)
+)
+
+// Warnings implements items.Warner: a global route timeout reaches every
+// route. Envoy has no route timeout below the route, and an EnvoyFilter
+// can't tell a route whose VirtualService set a timeout from one whose
+// didn't (Istio writes 0s there), so it overrides them all.
+func (d *Downstream) Warnings() error {
+	var p items.Problems
+	if d.RouteTimeout != nil && d.RouteTimeout.Duration > 0 {
+		p.Addf("routeTimeout", "overrides the timeout of every route, including those VirtualServices set (http[].timeout); set timeouts in the VirtualServices instead, or use 0 to leave them alone")
+	}
+	return p.Err()
+}
 
 func init() {
 	items.Register(items.Registration{
@@ -119,7 +134,9 @@ func (d *Downstream) Build() ([]envoyfilter.Patch, error) {
 			PerConnectionBufferLimitBytes: items.OptionalUInt32(d.ConnectionBufferLimits),
 		}))
 	}
-	if d.RouteTimeout != nil {
+	// 0 means what it means in Higress, whose chart sets it by default:
+	// leave the routes alone.
+	if d.RouteTimeout != nil && d.RouteTimeout.Duration > 0 {
 		patches = append(patches, envoyfilter.MergeRoutes(&routev3.Route{
 			Action: &routev3.Route_Route{Route: &routev3.RouteAction{Timeout: items.OptionalDuration(d.RouteTimeout)}},
 		}))

@@ -136,23 +136,34 @@ func load(file string, env Env) (*document.Document, []*envoyfilter.Object, int)
 	return nil, nil, ExitInvalid
 }
 
-// printProblems writes one line per problem: FILE:LINE: path: message.
-func printProblems(file string, err error, w io.Writer) {
+// printWarnings writes one line per warning: FILE:LINE: path: warning: message.
+func printWarnings(file string, warnings []*fielderr.Error, w io.Writer) {
+	for _, p := range warnings {
+		fmt.Fprintf(w, "%s: %s: warning: %s\n", location(file, p.Line), p.Path, p.Msg)
+	}
+}
+
+// location is FILE:LINE, or FILE when the line is unknown.
+func location(file string, line int) string {
 	name := file
 	if file == "-" {
 		name = "<stdin>"
 	}
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", name, line)
+	}
+	return name
+}
+
+// printProblems writes one line per problem: FILE:LINE: path: message.
+func printProblems(file string, err error, w io.Writer) {
 	var de *document.Error
 	problems := fielderr.Flatten(err)
 	if errors.As(err, &de) {
 		problems = de.Problems
 	}
 	for _, p := range problems {
-		loc := name
-		if p.Line > 0 {
-			loc = fmt.Sprintf("%s:%d", name, p.Line)
-		}
-		fmt.Fprintf(w, "%s: %s\n", loc, p.Error())
+		fmt.Fprintf(w, "%s: %s\n", location(file, p.Line), p.Error())
 	}
 }
 
@@ -194,6 +205,7 @@ func validate(args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, " (%s)", strings.Join(names, ", "))
 	}
 	fmt.Fprintln(env.Stdout)
+	printWarnings(file, doc.Warnings(), env.Stderr)
 	return ExitOK
 }
 

@@ -170,3 +170,19 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
 }
+
+// A valid document with a setting that overrides more than it seems to is
+// valid (exit 0), and validate says why on stderr with the line.
+func TestValidateWarns(t *testing.T) {
+	code, out, errs := run(t, "downstream:\n  idleTimeout: 60\n  routeTimeout: 30s\n", "validate", "-f", "-")
+	if code != cli.ExitOK || !strings.HasPrefix(out, "valid:") {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	if !strings.Contains(errs, "<stdin>:3: downstream.routeTimeout: warning: overrides the timeout of every route, including those VirtualServices set") {
+		t.Errorf("stderr %q", errs)
+	}
+	// Higress's default, 0, leaves routes alone and says nothing.
+	if code, _, errs := run(t, "downstream:\n  idleTimeout: 60\n  routeTimeout: 0\n", "validate", "-f", "-"); code != cli.ExitOK || errs != "" {
+		t.Errorf("routeTimeout 0: exit %d, stderr %q", code, errs)
+	}
+}

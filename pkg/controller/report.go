@@ -64,6 +64,7 @@ func (c *Controller) statusOf(d decision) map[string]string {
 	status := maps.Clone(c.st.status)
 	status["state"] = "Applied"
 	status["errors"] = ""
+	status["warnings"] = manager.Describe(d.warnings, "\n")
 	delete(status, "message")
 	if d.problems != nil {
 		status["state"] = "Invalid"

@@ -51,6 +51,8 @@ type decision struct {
 	problems []*fielderr.Error
 	// diff is the change from the last applied document.
 	diff manager.Diff
+	// warnings are what the items say about the valid document.
+	warnings []*fielderr.Error
 }
 
 // decide turns the ConfigMap into the desired set, given the last applied
@@ -69,7 +71,7 @@ func decide(m *manager.Manager, cm *corev1.ConfigMap, applied *decision) (decisi
 		}
 		return d, res.Secrets
 	}
-	return decision{desired: res.Objects, keys: res.Keys, diff: manager.Compare(before, res.Keys)}, res.Secrets
+	return decision{desired: res.Objects, keys: res.Keys, diff: manager.Compare(before, res.Keys), warnings: res.Warnings}, res.Secrets
 }
 
 // Sync reads the ConfigMap, decides the desired EnvoyFilters, converges

@@ -38,6 +38,15 @@ type Document struct {
 	Sections []Section
 }
 
+// Warnings returns the warnings of every section, in section order.
+func (d *Document) Warnings() []*fielderr.Error {
+	var out []*fielderr.Error
+	for _, s := range d.Sections {
+		out = append(out, s.Warnings...)
+	}
+	return out
+}
+
 // Section is one item of the document.
 type Section struct {
 	Name string
@@ -47,6 +56,9 @@ type Section struct {
 	// Target is where the item applies: the document's target with the
 	// item's own target section laid over it.
 	Target envoyfilter.Target
+	// Warnings are what an enabled item says about its valid section
+	// (items.Warner), with full paths and lines.
+	Warnings []*fielderr.Error
 	// Key is a canonical hash of what the item's EnvoyFilter is built
 	// from: the decoded section with its defaults, the target and the
 	// placement. Formatting, comments, key order and spelled-out defaults
@@ -330,5 +342,11 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 		return s, false
 	}
 	d.addValidation(reg.Name, s.Item.Validate())
+	if w, ok := s.Item.(items.Warner); ok && s.Item.Enabled() {
+		for _, fe := range fielderr.Flatten(w.Warnings()) {
+			p := fielderr.Join(reg.Name, fe.Path)
+			s.Warnings = append(s.Warnings, &fielderr.Error{Path: p, Line: d.lineOf(p), Msg: fe.Msg})
+		}
+	}
 	return s, true
 }

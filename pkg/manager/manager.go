@@ -57,6 +57,9 @@ type Result struct {
 	// Problems lists every problem, each with its path and line; nil
 	// exactly when the document is valid.
 	Problems []*fielderr.Error
+	// Warnings are what the items say about a valid document
+	// (items.Warner), each with its path and line.
+	Warnings []*fielderr.Error
 }
 
 // Valid reports whether the document was valid.
@@ -78,7 +81,7 @@ func (m *Manager) FromConfigMap(data map[string]string) Result {
 // Build builds the desired set of a parsed document. A build or check
 // failure of any item fails the whole set: nothing is published half-done.
 func (m *Manager) Build(doc *document.Document) Result {
-	res := Result{Keys: SectionKeys(doc)}
+	res := Result{Keys: SectionKeys(doc), Warnings: doc.Warnings()}
 	var errs fielderr.List
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -90,18 +93,20 @@ func (m *Manager) Build(doc *document.Document) Result {
 		if !enabled {
 			continue
 		}
-		if b, ok := m.built[s.Name]; ok && b.key == key {
+		b, ok := m.built[s.Name]
+		if !ok || b.key != key {
+			obj, err := build(s)
+			if err != nil {
+				errs.Add(s.Name, err)
+				continue
+			}
+			b = built{key: key, obj: obj}
+			m.built[s.Name] = b
+			res.Rebuilt = append(res.Rebuilt, s.Name)
+		}
+		if b.obj != nil {
 			res.Objects = append(res.Objects, b.obj)
-			continue
 		}
-		obj, err := build(s)
-		if err != nil {
-			errs.Add(s.Name, err)
-			continue
-		}
-		m.built[s.Name] = built{key: key, obj: obj}
-		res.Rebuilt = append(res.Rebuilt, s.Name)
-		res.Objects = append(res.Objects, obj)
 	}
 	for name := range m.built {
 		if _, ok := res.Keys[name]; !ok {
@@ -114,10 +119,12 @@ func (m *Manager) Build(doc *document.Document) Result {
 	return res
 }
 
-// build runs one item and checks its EnvoyFilter.
+// build runs one item and checks its EnvoyFilter. An item whose section
+// asks for nothing at the proxy (downstream with only routeTimeout: 0)
+// returns no patches and gets no EnvoyFilter.
 func build(s document.Section) (*envoyfilter.Object, error) {
 	patches, err := s.Item.Build()
-	if err != nil {
+	if err != nil || len(patches) == 0 {
 		return nil, err
 	}
 	return envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
 )
@@ -94,6 +95,9 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 		h.Log.Info("admission denied", "configmap", req.Namespace+"/"+req.Name, "problems", len(res.Problems))
 		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(res.Problems), manager.Describe(res.Problems, "\n")))
 	}
+	for _, w := range res.Warnings {
+		allow.Warnings = append(allow.Warnings, "globalconfig: "+manager.Describe([]*fielderr.Error{w}, ""))
+	}
 	// The old document is only parsed, never built: its section keys say
 	// what the edit changes.
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
@@ -101,9 +105,9 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 		if json.Unmarshal(req.OldObject.Raw, &old) == nil {
 			if before, ok := manager.KeysOf(old.Data); ok {
 				if d := manager.Compare(before, res.Keys); d.Empty() {
-					allow.Warnings = []string{NoChangeWarning}
+					allow.Warnings = append(allow.Warnings, NoChangeWarning)
 				} else {
-					allow.Warnings = []string{ChangeWarningPrefix + d.String()}
+					allow.Warnings = append(allow.Warnings, ChangeWarningPrefix+d.String())
 				}
 			}
 		}

@@ -148,3 +148,17 @@ func TestCertificateLifecycle(t *testing.T) {
 		t.Errorf("second patch wrote again: changed %v, %v", changed, err)
 	}
 }
+
+// An item's warning reaches kubectl as an admission warning, with its path
+// and line, beside the diff.
+func TestReviewWarns(t *testing.T) {
+	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	resp := h.review(request(t, admissionv1.Update, "downstream:\n  routeTimeout: 30s\n", "gzip: {}\n"))
+	want := []string{
+		"globalconfig: downstream.routeTimeout: overrides the timeout of every route, including those VirtualServices set (http[].timeout); set timeouts in the VirtualServices instead, or use 0 to leave them alone (config.yaml line 2)",
+		ChangeWarningPrefix + "added downstream; removed gzip",
+	}
+	if !resp.Allowed || strings.Join(resp.Warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("allowed %v, warnings:\n%s\nwant:\n%s", resp.Allowed, strings.Join(resp.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+}

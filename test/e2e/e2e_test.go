@@ -214,9 +214,13 @@ func TestControllerEffects(t *testing.T) {
 		names = append(names, f.GetName())
 	}
 	chain := strings.Join(names, ",")
-	// The compression stage applies last, its items in name order.
-	if !strings.Contains(chain, "envoy.filters.http.compressor.brotli,envoy.filters.http.compressor.gzip,envoy.filters.http.compressor.zstd,envoy.filters.http.router") {
-		t.Errorf("HTTP filter chain %s: want brotli, gzip, zstd right before the router", chain)
+	// The table in envoyfilter/priority.go: the compressors at the very
+	// front (they see each response last), then the filters that refuse
+	// requests, each stage in name order, before all of Istio's own.
+	head := "envoy.filters.http.compressor.brotli,envoy.filters.http.compressor.gzip,envoy.filters.http.compressor.zstd," +
+		"envoy.filters.http.local_ratelimit,envoy.filters.http.buffer,"
+	if !strings.HasPrefix(chain, head) || !strings.HasSuffix(chain, ","+envoyfilter.Router) {
+		t.Errorf("HTTP filter chain %s: want it to start %s and end with the router", chain, head)
 	}
 	if got := hcm.GetTracing().GetRandomSampling().GetValue(); got != 10 {
 		t.Errorf("tracing sampling %v, want 10 (the document's)", got)
