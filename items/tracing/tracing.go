@@ -53,7 +53,7 @@ const (
 type Tracing struct {
 	items.Toggle
 	Sampling      float64              `json:"sampling" doc:"Percentage of requests traced, 0 to 100, kept at full precision (0.01 stays 0.01)."`
-	Timeout       items.Millis         `json:"timeout" doc:"Collector request timeout; a bare integer is milliseconds (Higress), or a duration such as \"2s\"."`
+	Timeout       items.Millis         `json:"timeout" doc:"Collector request timeout for skywalking and opentelemetry; a bare integer is milliseconds (Higress), or a duration such as \"2s\". Zipkin and datadog name a collector cluster and have none (as in Higress)."`
 	ServiceName   string               `json:"serviceName" doc:"Service name reported to the backend (opentelemetry, skywalking, datadog)."`
 	CustomTags    map[string]CustomTag `json:"customTags" doc:"Tags added to every span, by tag name."`
 	Zipkin        *Zipkin              `json:"zipkin" doc:"Send spans to a Zipkin collector (HTTP JSON v2)."`
@@ -288,9 +288,15 @@ func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
 	case t.Zipkin != nil:
 		b = t.Zipkin.Backend
 		name = envoyfilter.TracerZipkin
+		// collector_cluster and collector_endpoint, as Higress sends
+		// them: every Envoy of a mixed fleet knows them, while
+		// collector_service needs Envoy 1.36 (Istio 1.28). They carry no
+		// timeout; the cluster's settings apply.
 		cfg = &tracev3.ZipkinConfig{
+			CollectorCluster:         envoyfilter.OutboundCluster(b.Service, uint32(b.Port)),
+			CollectorEndpoint:        cmp.Or(t.Zipkin.Path, DefaultZipkinPath),
+			CollectorHostname:        b.Service,
 			CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON,
-			CollectorService:         httpService(b, cmp.Or(t.Zipkin.Path, DefaultZipkinPath), timeout),
 		}
 	case t.Skywalking != nil:
 		b, grpc = t.Skywalking.Backend, true
