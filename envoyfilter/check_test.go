@@ -110,19 +110,29 @@ var compression = envoyfilter.Placement{Priority: 50, Insert: envoyfilter.StageC
 // An inserted HTTP filter goes where its stage says, not where the item
 // would put it.
 func TestInsertHTTPFilterTakesTheStagePosition(t *testing.T) {
-	obj, err := envoyfilter.NewObject("gzip", compression, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 4096)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := obj.Spec.GetConfigPatches()[0]
-	if op := cp.GetPatch().GetOperation(); op != networking.EnvoyFilter_Patch_INSERT_BEFORE {
-		t.Errorf("operation %v, want INSERT_BEFORE", op)
-	}
-	if anchor := cp.GetMatch().GetListener().GetFilterChain().GetFilter().GetSubFilter().GetName(); anchor != envoyfilter.Router {
-		t.Errorf("anchor %q, want the router", anchor)
-	}
-	if obj.Spec.GetPriority() != 50 {
-		t.Errorf("priority %d, want the placement's 50", obj.Spec.GetPriority())
+	for _, c := range []struct {
+		stage  envoyfilter.Stage
+		op     networking.EnvoyFilter_Patch_Operation
+		anchor string
+	}{
+		{envoyfilter.StageCompression, networking.EnvoyFilter_Patch_INSERT_FIRST, ""},
+		{envoyfilter.StageHeaders, networking.EnvoyFilter_Patch_INSERT_BEFORE, envoyfilter.Router},
+	} {
+		at := envoyfilter.Placement{Priority: 7, Insert: c.stage.Insert}
+		obj, err := envoyfilter.NewObject("gzip", at, envoyfilter.DefaultTarget(), []envoyfilter.Patch{gzipFilter(t, 4096)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := obj.Spec.GetConfigPatches()[0]
+		if op := cp.GetPatch().GetOperation(); op != c.op {
+			t.Errorf("%s: operation %v, want %v", c.stage.Name, op, c.op)
+		}
+		if anchor := cp.GetMatch().GetListener().GetFilterChain().GetFilter().GetSubFilter().GetName(); anchor != c.anchor {
+			t.Errorf("%s: anchor %q, want %q", c.stage.Name, anchor, c.anchor)
+		}
+		if cp.GetMatch().GetListener().GetFilterChain().GetFilter().GetName() != envoyfilter.HTTPConnectionManager || obj.Spec.GetPriority() != 7 {
+			t.Errorf("%s: not the HCM, or priority %d", c.stage.Name, obj.Spec.GetPriority())
+		}
 	}
 }
 
