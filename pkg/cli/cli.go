@@ -44,6 +44,10 @@ const usage = `globalconfig turns the global Istio document into EnvoyFilters.
 Usage:
   globalconfig render   -f FILE   print the EnvoyFilters as a YAML stream
   globalconfig validate -f FILE   check the document; problems go to stderr
+  globalconfig validate --higress -f FILE
+                                  which keys of a Higress higress-config change meaning as they are
+  globalconfig convert --from higress -f FILE
+                                  a global-config ConfigMap from Higress's higress-config; report on stderr
   globalconfig items              list the items with their defaults
   globalconfig schema             print the JSON Schema of the document
   globalconfig version            print the version
@@ -68,6 +72,8 @@ func Main(args []string, env Env) int {
 		return render(args[1:], env)
 	case "validate":
 		return validate(args[1:], env)
+	case "convert":
+		return convert(args[1:], env)
 	case "items":
 		return listItems(args[1:], env)
 	case "schema":
@@ -188,11 +194,21 @@ func render(args []string, env Env) int {
 }
 
 func validate(args []string, env Env) int {
-	file, ok := fileFlag("validate", args, env)
-	if !ok {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	file := fs.String("f", "", `document file: a ConfigMap manifest or the bare document ("-" for stdin)`)
+	asHigress := fs.Bool("higress", false, "the file is Higress's higress-config: say which keys change meaning in globalconfig as they are")
+	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
-	doc, objs, code := load(file, env)
+	if *file == "" || fs.NArg() > 0 {
+		fmt.Fprintln(env.Stderr, "globalconfig validate: exactly one -f FILE is required")
+		return ExitUsage
+	}
+	if *asHigress {
+		return validateHigress(*file, env)
+	}
+	doc, objs, code := load(*file, env)
 	if code != ExitOK {
 		return code
 	}
@@ -205,7 +221,7 @@ func validate(args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, " (%s)", strings.Join(names, ", "))
 	}
 	fmt.Fprintln(env.Stdout)
-	printWarnings(file, doc.Warnings(), env.Stderr)
+	printWarnings(*file, doc.Warnings(), env.Stderr)
 	return ExitOK
 }
 

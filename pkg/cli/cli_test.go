@@ -186,3 +186,75 @@ func TestValidateWarns(t *testing.T) {
 		t.Errorf("routeTimeout 0: exit %d, stderr %q", code, errs)
 	}
 }
+
+const higressConfigMap = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: higress-config
+  namespace: higress-system
+data:
+  higress: |
+    downstream:
+      idleTimeout: 60
+      routeTimeout: 0
+    tracing:
+      enable: true
+      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: "9411"}
+  mesh: |
+    accessLogFile: /dev/stdout
+`
+
+func TestConvertHigress(t *testing.T) {
+	code, out, errs := run(t, higressConfigMap, "convert", "--from", "higress", "-f", "-", "--gateway-selector", "istio=ingressgateway")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// The manifest on stdout is a valid global ConfigMap.
+	code, vout, verrs := run(t, out, "validate", "-f", "-")
+	if code != cli.ExitOK || !strings.Contains(vout, "valid: 4 items") {
+		t.Fatalf("the converted manifest: exit %d %q %q\n%s", code, vout, verrs, out)
+	}
+	for _, want := range []string{"name: global-config", "istio: ingressgateway", "streamIdleTimeout: 60", "maxRequestHeadersKb: 60 # Higress's default"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("manifest lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"converted (same effect at the gateway):", "default written", "difference (what changes at the proxy", "mesh.accessLogFile"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("report lacks %q:\n%s", want, errs)
+		}
+	}
+	// JSON report for CI.
+	if code, _, errs := run(t, higressConfigMap, "convert", "--from", "higress", "-f", "-", "--report", "json"); code != cli.ExitOK || !strings.Contains(errs, `"verdict": "default written"`) {
+		t.Errorf("json report: exit %d %s", code, errs)
+	}
+	// What Higress would refuse: exit 1, the path on stderr, nothing out.
+	code, out, errs = run(t, "gzip:\n  minContentLength: 0\n", "convert", "--from", "higress", "-f", "-")
+	if code != cli.ExitInvalid || out != "" || !strings.Contains(errs, "<stdin>: higress.gzip.minContentLength: Higress requires more than 0") {
+		t.Errorf("refused document: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, _ := run(t, "", "convert", "--from", "nginx", "-f", "-"); code != cli.ExitUsage {
+		t.Errorf("an unknown --from: exit %d", code)
+	}
+}
+
+func TestValidateHigress(t *testing.T) {
+	code, out, _ := run(t, "downstream:\n  idleTimeout: 60\naddXRealIpHeader: true\n", "validate", "--higress", "-f", "-")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"downstream.maxRequestHeadersKb: Higress applies its default 60 without the key; globalconfig would leave it unset",
+		"addXRealIpHeader: Higress sets x-real-ip to %REQ(X-ENVOY-EXTERNAL-ADDRESS)%",
+		"gzip: Higress compresses with gzip when the section is absent",
+		"valid for Higress and for globalconfig;",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	// Higress's mcpServer has no place in globalconfig's document.
+	if code, out, _ := run(t, "mcpServer: {enable: false}\n", "validate", "--higress", "-f", "-"); code != cli.ExitInvalid || !strings.Contains(out, "mcpServer: unknown item") {
+		t.Errorf("mcpServer: exit %d\n%s", code, out)
+	}
+}

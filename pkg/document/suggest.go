@@ -46,3 +46,7 @@ func distance(a, b string) int {
 	}
 	return prev[len(rb)]
 }
+
+// Suggest returns the candidate closest to s by edit distance, or "" when
+// none is close enough: the hint behind "did you mean …?".
+func Suggest(s string, candidates []string) string { return suggest(s, candidates) }

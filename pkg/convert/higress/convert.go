@@ -1,0 +1,305 @@
+package higress
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/document"
+)
+
+// Options say where the converted document applies.
+type Options struct {
+	// Namespace is Higress's namespace (higress-system): Higress names the
+	// gateway's tracing service higress-gateway.<namespace>.
+	Namespace string
+	// Selector selects Higress's gateway pods; empty means
+	// higress: <Namespace>-higress-gateway, the label Higress's chart sets.
+	Selector map[string]string
+	// ConfigMap is NAMESPACE/NAME of the output ConfigMap.
+	ConfigMap string
+}
+
+// DefaultNamespace is the namespace Higress installs into.
+const DefaultNamespace = "higress-system"
+
+// selector returns the gateway selector the options ask for.
+func (o Options) selector() map[string]string {
+	if len(o.Selector) > 0 {
+		return o.Selector
+	}
+	return map[string]string{"higress": o.namespace() + "-higress-gateway"}
+}
+
+func (o Options) namespace() string {
+	if o.Namespace == "" {
+		return DefaultNamespace
+	}
+	return o.Namespace
+}
+
+// Result is a conversion: the document, the manifest carrying it, and the
+// report.
+type Result struct {
+	// Document is the globalconfig document (config.yaml).
+	Document []byte
+	// Manifest is a ConfigMap manifest with the document under
+	// config.yaml.
+	Manifest []byte
+	Report   Report
+}
+
+// Input is what a higress-config file holds: the higress document, and
+// the mesh and meshNetworks keys when it is the ConfigMap.
+type Input struct {
+	Higress, Mesh, MeshNetworks string
+	// Manifest is true when the input was a ConfigMap manifest.
+	Manifest bool
+}
+
+// ReadInput accepts a higress-config ConfigMap manifest (data key higress)
+// or the bare higress document.
+func ReadInput(data []byte) (Input, error) {
+	var probe struct {
+		Kind string            `json:"kind"`
+		Data map[string]string `json:"data"`
+	}
+	if err := sigsyaml.Unmarshal(data, &probe); err == nil && probe.Kind == "ConfigMap" {
+		h, ok := probe.Data["higress"]
+		if !ok {
+			return Input{}, fmt.Errorf(`data: the ConfigMap has no data key "higress"`)
+		}
+		return Input{Higress: h, Mesh: probe.Data["mesh"], MeshNetworks: probe.Data["meshNetworks"], Manifest: true}, nil
+	}
+	return Input{Higress: string(data)}, nil
+}
+
+// Decode reads the higress document the way Higress does: onto its
+// defaults, with sigs.k8s.io/yaml. A document Higress would refuse (a
+// value of the wrong type, or one its validation rejects) is an error
+// naming the path; unknown keys, which Higress ignores, are returned.
+func Decode(src string) (cfg *Config, present map[string]bool, unknown []string, err error) {
+	cfg = defaults()
+	if err := sigsyaml.Unmarshal([]byte(src), cfg); err != nil {
+		return nil, nil, nil, fmt.Errorf("Higress would reject the document: %s", strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
+	}
+	var raw map[string]any
+	if err := sigsyaml.Unmarshal([]byte(src), &raw); err != nil {
+		return nil, nil, nil, err
+	}
+	present = map[string]bool{}
+	unknown = walkKeys(raw, "", knownKeys, present)
+	// A section written as null is a section Higress resets to its
+	// defaults.
+	d := defaults()
+	if cfg.Tracing == nil {
+		cfg.Tracing = d.Tracing
+	}
+	if cfg.Gzip == nil {
+		cfg.Gzip = d.Gzip
+	}
+	if cfg.Downstream == nil {
+		cfg.Downstream = d.Downstream
+	}
+	if cfg.Downstream.HTTP2 == nil {
+		cfg.Downstream.HTTP2 = d.Downstream.HTTP2
+	}
+	if cfg.Upstream == nil {
+		cfg.Upstream = d.Upstream
+	}
+	if err := validate(cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, present, unknown, nil
+}
+
+// knownKeys are the keys Higress reads, as a tree.
+var knownKeys = map[string]any{
+	"tracing": map[string]any{"enable": nil, "sampling": nil, "timeout": nil,
+		"zipkin":        map[string]any{"service": nil, "port": nil},
+		"skywalking":    map[string]any{"service": nil, "port": nil, "access_token": nil},
+		"opentelemetry": map[string]any{"service": nil, "port": nil}},
+	"gzip": map[string]any{"enable": nil, "minContentLength": nil, "contentType": nil, "disableOnEtagHeader": nil, "memoryLevel": nil,
+		"windowBits": nil, "chunkSize": nil, "compressionLevel": nil, "compressionStrategy": nil},
+	"downstream": map[string]any{"idleTimeout": nil, "maxRequestHeadersKb": nil, "connectionBufferLimits": nil, "routeTimeout": nil,
+		"http2": map[string]any{"maxConcurrentStreams": nil, "initialStreamWindowSize": nil, "initialConnectionWindowSize": nil}},
+	"upstream":             map[string]any{"idleTimeout": nil, "connectionBufferLimits": nil},
+	"disableXEnvoyHeaders": nil,
+	"addXRealIpHeader":     nil,
+	"mcpServer":            "opaque",
+}
+
+// walkKeys records every key path of raw in present and returns the paths
+// Higress does not know.
+func walkKeys(raw map[string]any, prefix string, known map[string]any, present map[string]bool) []string {
+	var unknown []string
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		path := fielderr.Join(prefix, k)
+		spec, ok := known[k]
+		if !ok {
+			unknown = append(unknown, path)
+			continue
+		}
+		if raw[k] != nil {
+			present[path] = true
+		}
+		if sub, isMap := spec.(map[string]any); isMap {
+			if m, isMap := raw[k].(map[string]any); isMap {
+				unknown = append(unknown, walkKeys(m, path, sub, present)...)
+			}
+		}
+	}
+	return unknown
+}
+
+// validate applies Higress's own checks (each of its item controllers'),
+// reporting every failure with its path.
+func validate(c *Config) error {
+	var p fielderr.List
+	d := c.Downstream
+	if d.MaxRequestHeadersKb > maxRequestHeadersKb {
+		p.Addf("downstream.maxRequestHeadersKb", "Higress rejects more than %d", maxRequestHeadersKb)
+	}
+	if h := d.HTTP2; h != nil {
+		if h.MaxConcurrentStreams < 1 || h.MaxConcurrentStreams > maxHTTP2 {
+			p.Addf("downstream.http2.maxConcurrentStreams", "Higress requires 1 to %d", maxHTTP2)
+		}
+		if h.InitialStreamWindowSize < minHTTP2Window || h.InitialStreamWindowSize > maxHTTP2 {
+			p.Addf("downstream.http2.initialStreamWindowSize", "Higress requires %d to %d", minHTTP2Window, maxHTTP2)
+		}
+		if h.InitialConnectionWindowSize < minHTTP2Window || h.InitialConnectionWindowSize > maxHTTP2 {
+			p.Addf("downstream.http2.initialConnectionWindowSize", "Higress requires %d to %d", minHTTP2Window, maxHTTP2)
+		}
+	}
+	t := c.Tracing
+	if t.Timeout <= 0 {
+		p.Addf("tracing.timeout", "Higress requires more than 0 (milliseconds)")
+	}
+	if t.Sampling < 0 || t.Sampling > 100 {
+		p.Addf("tracing.sampling", "Higress requires 0 to 100")
+	}
+	tracers := 0
+	for name, b := range t.backends() {
+		if b.Service == "" || b.Port == "" {
+			p.Addf("tracing."+name, "Higress requires service and port")
+			continue
+		}
+		if _, err := strconv.ParseUint(b.Port, 10, 16); err != nil {
+			p.Addf("tracing."+name+".port", "must be a port number, got %q", b.Port)
+		}
+		tracers++
+	}
+	if t.Enable && tracers != 1 {
+		p.Addf("tracing", "Higress requires exactly one of zipkin, skywalking and opentelemetry when enabled")
+	}
+	g := c.Gzip
+	if g.MinContentLength <= 0 {
+		p.Addf("gzip.minContentLength", "Higress requires more than 0")
+	}
+	if len(g.ContentType) == 0 {
+		p.Addf("gzip.contentType", "Higress requires at least one content type")
+	}
+	if g.MemoryLevel < 1 || g.MemoryLevel > 9 {
+		p.Addf("gzip.memoryLevel", "Higress requires 1 to 9")
+	}
+	if g.WindowBits < 9 || g.WindowBits > 15 {
+		p.Addf("gzip.windowBits", "Higress requires 9 to 15")
+	}
+	if g.ChunkSize <= 0 {
+		p.Addf("gzip.chunkSize", "Higress requires more than 0")
+	}
+	if !slices.Contains(gzipLevels, g.CompressionLevel) {
+		p.Addf("gzip.compressionLevel", "Higress requires one of %s", strings.Join(gzipLevels, ", "))
+	}
+	if !slices.Contains(gzipStrategies, g.CompressionStrategy) {
+		p.Addf("gzip.compressionStrategy", "Higress requires one of %s", strings.Join(gzipStrategies, ", "))
+	}
+	return p.Err()
+}
+
+// backends lists the tracing backends that are set.
+func (t *Tracing) backends() map[string]Backend {
+	out := map[string]Backend{}
+	if t.Zipkin != nil {
+		out["zipkin"] = *t.Zipkin
+	}
+	if t.Skywalking != nil {
+		out["skywalking"] = t.Skywalking.Backend
+	}
+	if t.OpenTelemetry != nil {
+		out["opentelemetry"] = *t.OpenTelemetry
+	}
+	return out
+}
+
+// Convert turns a higress-config input into a globalconfig document.
+func Convert(in Input, opts Options) (*Result, error) {
+	cfg, present, unknown, err := Decode(in.Higress)
+	if err != nil {
+		return nil, err
+	}
+	c := &converter{opts: opts, cfg: cfg, present: present}
+	doc := c.document()
+	for _, k := range unknown {
+		c.report.add(k, NotCarried, "Higress does not know this key and ignores it; so does the converted document"+suggestion(k))
+	}
+	c.reportMesh(in)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("encode document: %w", err)
+	}
+	// The document must be what globalconfig accepts; anything else is a
+	// bug in the converter, not in the user's file.
+	if _, err := document.Parse(b.Bytes()); err != nil {
+		return nil, fmt.Errorf("internal: the converted document is invalid:\n%v\n%s", err, b.Bytes())
+	}
+	manifest, err := Manifest(b.Bytes(), opts.ConfigMap)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Document: b.Bytes(), Manifest: manifest, Report: c.report}, nil
+}
+
+// Manifest wraps a document in the global ConfigMap, labelled for the
+// admission webhook.
+func Manifest(doc []byte, configMap string) ([]byte, error) {
+	ns, name, ok := strings.Cut(configMap, "/")
+	if configMap == "" {
+		ns, name, ok = "istio-system", "global-config", true
+	}
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--configmap must be NAMESPACE/NAME, got %q", configMap)
+	}
+	root := mapping(
+		pair("apiVersion", str("v1")),
+		pair("kind", str("ConfigMap")),
+		pair("metadata", mapping(
+			pair("name", str(name)),
+			pair("namespace", str(ns)),
+			pair("labels", mapping(
+				pair("app.kubernetes.io/part-of", str("globalconfig")),
+				pair("globalconfig.io/validate", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "true", Style: yaml.DoubleQuotedStyle}),
+			)),
+		)),
+		pair("data", mapping(
+			pair(document.DataKey, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: string(doc), Style: yaml.LiteralStyle}),
+		)),
+	)
+	root.HeadComment = "Converted from Higress's higress-config by `globalconfig convert --from higress`."
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,119 @@
+package higress
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/globalconfig/globalconfig/pkg/document"
+)
+
+// Verdict says what became of a key.
+type Verdict string
+
+// The verdicts, in the order the report lists them.
+const (
+	// Converted: the user's key became a globalconfig key with the same
+	// effect at the gateway.
+	Converted Verdict = "converted"
+	// DefaultWritten: the user didn't set it; Higress applied its default
+	// silently, and the converted document writes it out.
+	DefaultWritten Verdict = "default written"
+	// Difference: a deliberate difference; the detail says what changes at
+	// the proxy.
+	Difference Verdict = "difference"
+	// NotCarried: the key has no place in globalconfig; the detail says
+	// why.
+	NotCarried Verdict = "not carried"
+)
+
+var verdictOrder = []Verdict{Converted, DefaultWritten, Difference, NotCarried}
+
+// Entry is one line of the report.
+type Entry struct {
+	Key     string  `json:"key"`
+	Value   string  `json:"value,omitempty"` // empty for secrets
+	Verdict Verdict `json:"verdict"`
+	Detail  string  `json:"detail"`
+}
+
+// Report is the key-by-key account of a conversion.
+type Report struct {
+	Entries []Entry `json:"entries"`
+}
+
+func (r *Report) add(key string, v Verdict, detail string) {
+	r.Entries = append(r.Entries, Entry{Key: key, Verdict: v, Detail: detail})
+}
+
+func (r *Report) addValue(key, value string, v Verdict, detail string) {
+	r.Entries = append(r.Entries, Entry{Key: key, Value: value, Verdict: v, Detail: detail})
+}
+
+// Of returns the entries with verdict v.
+func (r Report) Of(v Verdict) []Entry {
+	var out []Entry
+	for _, e := range r.Entries {
+		if e.Verdict == v {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Find returns the entries for key.
+func (r Report) Find(key string) []Entry {
+	var out []Entry
+	for _, e := range r.Entries {
+		if e.Key == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Write prints the report for people, grouped by verdict.
+func (r Report) Write(w io.Writer) {
+	titles := map[Verdict]string{
+		Converted:      "converted (same effect at the gateway)",
+		DefaultWritten: "default written (Higress applied it without the key; the document now says it)",
+		Difference:     "difference (what changes at the proxy, and why)",
+		NotCarried:     "not carried",
+	}
+	for _, v := range verdictOrder {
+		entries := r.Of(v)
+		if len(entries) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s:\n", titles[v])
+		for _, e := range entries {
+			key := e.Key
+			if e.Value != "" {
+				key += " = " + e.Value
+			}
+			fmt.Fprintf(w, "  %s: %s\n", key, e.Detail)
+		}
+	}
+}
+
+// suggestion words a hint for an unknown key: the known key it is
+// closest to.
+func suggestion(path string) string {
+	parts := strings.Split(path, ".")
+	known := knownKeys
+	for _, p := range parts[:len(parts)-1] {
+		sub, ok := known[p].(map[string]any)
+		if !ok {
+			return ""
+		}
+		known = sub
+	}
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	if s := document.Suggest(parts[len(parts)-1], names); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
+}
