@@ -77,9 +77,27 @@ func appliesToGateway(o *envoyfilter.Object) bool {
 
 // inEffect returns nil when every patch of o shows in what the gateway
 // received, or the first patch that doesn't.
-func inEffect(o *envoyfilter.Object, s xds.Snapshot) error {
+func inEffect(o *envoyfilter.Object, s xds.Snapshot) error { return inEffectAmong(o, nil, s) }
+
+// inEffectAmong is inEffect for o applied together with set. Istio merges a
+// cluster's typed_extension_protocol_options entry by replacing it, so a
+// later object of the set that patches one cluster by name (the tracing
+// collector's HTTP/2 options) wins there over o's patch of every cluster:
+// those clusters are not o's to show.
+func inEffectAmong(o *envoyfilter.Object, set []*envoyfilter.Object, s xds.Snapshot) error {
+	claimed := map[string]bool{}
+	for _, other := range set {
+		if other.Spec.GetPriority() <= o.Spec.GetPriority() {
+			continue
+		}
+		for _, cp := range other.Spec.GetConfigPatches() {
+			if name := cp.GetMatch().GetCluster().GetName(); cp.GetApplyTo() == networking.EnvoyFilter_CLUSTER && name != "" {
+				claimed[name] = true
+			}
+		}
+	}
 	for i, cp := range o.Spec.GetConfigPatches() {
-		if err := patchInEffect(cp, s); err != nil {
+		if err := patchInEffect(cp, s, claimed); err != nil {
 			return fmt.Errorf("%s patch %d (%s %s): %w", o.Metadata.Name, i, cp.GetPatch().GetOperation(), cp.GetApplyTo(), err)
 		}
 	}
@@ -89,14 +107,14 @@ func inEffect(o *envoyfilter.Object, s xds.Snapshot) error {
 // noneInEffect returns nil when no patch of o shows.
 func noneInEffect(o *envoyfilter.Object, s xds.Snapshot) error {
 	for i, cp := range o.Spec.GetConfigPatches() {
-		if patchInEffect(cp, s) == nil {
+		if patchInEffect(cp, s, nil) == nil {
 			return fmt.Errorf("%s patch %d (%s %s) is in effect", o.Metadata.Name, i, cp.GetPatch().GetOperation(), cp.GetApplyTo())
 		}
 	}
 	return nil
 }
 
-func patchInEffect(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch, s xds.Snapshot) error {
+func patchInEffect(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch, s xds.Snapshot, claimed map[string]bool) error {
 	value, err := envoyfilter.FromStruct(cp.GetApplyTo(), cp.GetPatch().GetValue())
 	if err != nil {
 		return err
@@ -172,7 +190,7 @@ func patchInEffect(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch, s xds.Snap
 		}
 		n := 0
 		for name, cl := range s.Clusters {
-			if !strings.HasPrefix(name, "outbound|") {
+			if !strings.HasPrefix(name, "outbound|") || claimed[name] {
 				continue
 			}
 			n++
