@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,5 +257,22 @@ func TestValidateHigress(t *testing.T) {
 	// Higress's mcpServer has no place in globalconfig's document.
 	if code, out, _ := run(t, "mcpServer: {enable: false}\n", "validate", "--higress", "-f", "-"); code != cli.ExitInvalid || !strings.Contains(out, "mcpServer: unknown item") {
 		t.Errorf("mcpServer: exit %d\n%s", code, out)
+	}
+}
+
+// The README converts docs/examples/higress-config.yaml; it converts, and
+// the report counts what the README says.
+func TestReadmeHigressExampleConverts(t *testing.T) {
+	code, out, errs := run(t, "", "convert", "--from", "higress", "-f", "../../docs/examples/higress-config.yaml")
+	if code != cli.ExitOK || !strings.Contains(out, "higress: higress-system-higress-gateway") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Count(strings.TrimSpace(errs), "\n") + 1
+	if !strings.Contains(string(readme), fmt.Sprintf("among its %d lines", lines)) {
+		t.Errorf("the README's report excerpt does not say %d lines; rerun the conversion and update it", lines)
 	}
 }

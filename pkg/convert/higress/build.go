@@ -264,6 +264,9 @@ func (c *converter) tracing() *yaml.Node {
 		}
 		s.node.Content = append(s.node.Content, str(name), bs.node)
 	}
+	if t.Enable && (t.Skywalking != nil || t.OpenTelemetry != nil) {
+		c.report.add("tracing", Difference, "the gRPC collector's cluster gets tracing's HTTP/2 protocol options; Istio replaces a cluster's typed options whole, so upstream.idleTimeout does not reach that one cluster (in Higress it reached no cluster at all)")
+	}
 	switch {
 	case t.Skywalking != nil:
 		s.raw("serviceName", str(service), "the name Higress reports: higress-gateway.<namespace>")
