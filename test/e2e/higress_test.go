@@ -11,7 +11,9 @@ import (
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	gzipv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/gzip/compressor/v3"
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
@@ -141,4 +143,67 @@ func TestHigressConversionEffects(t *testing.T) {
 	check("gzip memory_level (default)", gz.GetMemoryLevel().GetValue(), 5)
 	cl := s.Clusters["outbound|11800||skywalking-oap-server.op-system.svc.cluster.local"]
 	check("cluster per_connection_buffer_limit_bytes", cl.GetPerConnectionBufferLimitBytes().GetValue(), 1048576)
+}
+
+// An empty higress document still had Higress's defaults in effect; its
+// conversion puts them into effect at the gateway.
+func TestHigressEmptyDocumentDefaults(t *testing.T) {
+	ctx := setup(t)
+	cmd := exec.CommandContext(ctx, controlBin, "convert", "--from", "higress", "-f", "-", "--gateway-selector", "istio=ingressgateway")
+	cmd.Stdin = strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: higress-config, namespace: higress-system}\ndata:\n  higress: \"\"\n")
+	manifest, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	startController(ctx, t)
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yamlUnmarshal(manifest, &cm); err != nil {
+		t.Fatal(err)
+	}
+	objs := desiredObjects(t, cm.Data[document.DataKey])
+	for _, o := range objs {
+		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffectAmong(o, objs, s) })
+	}
+	s := gateway.Snapshot()
+	hcm, err := s.GatewayHCM(listenerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := hcm.GetHttp2ProtocolOptions()
+	got := fmt.Sprint(hcm.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration(), hcm.GetStreamIdleTimeout().AsDuration(),
+		hcm.GetMaxRequestHeadersKb().GetValue(), s.Listeners[listenerName].GetPerConnectionBufferLimitBytes().GetValue(),
+		h2.GetMaxConcurrentStreams().GetValue(), h2.GetInitialStreamWindowSize().GetValue(), h2.GetInitialConnectionWindowSize().GetValue())
+	if want := "3m0s 3m0s 60 32768 100 65535 1048576"; got != want {
+		t.Errorf("downstream at the gateway: %s, want %s", got, want)
+	}
+	// Upstream on every outbound cluster: buffer 10485760, idle 10 s.
+	n := 0
+	for name, c := range s.Clusters {
+		if !strings.HasPrefix(name, "outbound|") {
+			continue
+		}
+		n++
+		opts := &httpv3.HttpProtocolOptions{}
+		if err := c.GetTypedExtensionProtocolOptions()[envoyfilter.HTTPProtocolOptionsKey].UnmarshalTo(opts); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.GetPerConnectionBufferLimitBytes().GetValue() != 10485760 || opts.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration() != 10*time.Second {
+			t.Errorf("%s: buffer %d, idle %v", name, c.GetPerConnectionBufferLimitBytes().GetValue(), opts.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration())
+		}
+	}
+	if n == 0 {
+		t.Error("no outbound clusters")
+	}
+	gzipOn := false
+	for _, f := range hcm.GetHttpFilters() {
+		gzipOn = gzipOn || f.GetName() == "envoy.filters.http.compressor.gzip"
+	}
+	if !gzipOn {
+		t.Error("gzip is off; Higress's default is on")
+	}
 }
