@@ -1,4 +1,9 @@
-// Package goldentest runs an item's golden cases: every testdata/<case>.in.yaml
+// Package goldentest runs an item's golden cases. Only the item under
+// test is linked, so its outputs never change when another item is added:
+// its priority there is the one it has alone in its stage (the stage's
+// base); the binary adds its rank among the stage's items.
+//
+// Each case: every testdata/<case>.in.yaml
 // is rendered and compared with <case>.out.yaml (the EnvoyFilters) or, for
 // an invalid document, <case>.err.txt (the problems, one per line).
 //
@@ -17,9 +22,6 @@ import (
 	"strings"
 	"testing"
 
-	// Every item is linked, as in the binary: an item's priority is its
-	// rank among the items of its stage.
-	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
 )

@@ -6,6 +6,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/brotli"
 	_ "github.com/globalconfig/globalconfig/items/downstream"
 	_ "github.com/globalconfig/globalconfig/items/gzip"
+	_ "github.com/globalconfig/globalconfig/items/hardening"
 	_ "github.com/globalconfig/globalconfig/items/headers"
 	_ "github.com/globalconfig/globalconfig/items/localratelimit"
 	_ "github.com/globalconfig/globalconfig/items/requestbody"

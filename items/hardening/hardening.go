@@ -1,0 +1,111 @@
+// Package hardening is the `hardening` item: how the gateway treats
+// request paths and headers it should not pass on as they are, and how
+// long connections and streams may live.
+package hardening
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Name is the item's key in the document.
+const Name = "hardening"
+
+// Hardening is the `hardening` section. Every key is optional; a key left
+// out leaves Istio's and Envoy's setting alone.
+type Hardening struct {
+	items.Toggle
+	NormalizePath            *bool          `json:"normalizePath" doc:"Normalize request paths (RFC 3986: ./ and ../ segments) before routing (HCM normalize_path). Only true can be set here."`
+	MergeSlashes             *bool          `json:"mergeSlashes" doc:"Merge adjacent slashes in request paths (HCM merge_slashes). Only true can be set here."`
+	EscapedSlashes           EscapedSlashes `json:"escapedSlashes" doc:"What to do with %2F and %5C in paths (HCM path_with_escaped_slashes_action): KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT or UNESCAPE_AND_FORWARD."`
+	HeadersWithUnderscores   Underscores    `json:"headersWithUnderscores" doc:"What to do with request headers whose names contain underscores (common_http_protocol_options.headers_with_underscores_action): REJECT_REQUEST or DROP_HEADER."`
+	MaxConnectionDuration    *items.Seconds `json:"maxConnectionDuration" doc:"Close a client connection this long after it opened, draining it first (common_http_protocol_options.max_connection_duration)."`
+	MaxStreamDuration        *items.Seconds `json:"maxStreamDuration" doc:"Reset a request stream this long after it started (common_http_protocol_options.max_stream_duration)."`
+	MaxRequestsPerConnection *uint32        `json:"maxRequestsPerConnection" doc:"Close a client connection after this many requests, at least 1 (common_http_protocol_options.max_requests_per_connection)."`
+}
+
+// EscapedSlashes is Envoy's path_with_escaped_slashes_action by name,
+// less IMPLEMENTATION_SPECIFIC_DEFAULT: that is the enum's zero value,
+// which an EnvoyFilter MERGE cannot set.
+type EscapedSlashes string
+
+// Values lists the settable names.
+func (EscapedSlashes) Values() []string {
+	return []string{"KEEP_UNCHANGED", "REJECT_REQUEST", "UNESCAPE_AND_REDIRECT", "UNESCAPE_AND_FORWARD"}
+}
+
+// Underscores is Envoy's headers_with_underscores_action by name, less
+// ALLOW, Envoy's default and the enum's zero value, which a MERGE cannot
+// set.
+type Underscores string
+
+// Values lists the settable names.
+func (Underscores) Values() []string { return []string{"REJECT_REQUEST", "DROP_HEADER"} }
+
+var (
+	_ items.Item = (*Hardening)(nil)
+	_ items.Enum = EscapedSlashes("")
+	_ items.Enum = Underscores("")
+)
+
+func init() {
+	items.Register(items.Registration{
+		Name:             Name,
+		Summary:          "HTTP hardening: path normalization, merged and escaped slashes, headers with underscores, connection and stream lifetimes.",
+		Stage:            envoyfilter.StageConnection,
+		EnabledByDefault: true,
+		New:              func() items.Item { return &Hardening{} },
+	})
+}
+
+// Validate implements items.Item.
+func (h *Hardening) Validate() error {
+	var p items.Problems
+	// A MERGE can't turn a bool off: false is proto3's default, which
+	// merges as "not set" (and a false wrapper merges as nothing too).
+	if h.NormalizePath != nil && !*h.NormalizePath {
+		p.Addf("normalizePath", "only true can be set by an EnvoyFilter; to turn normalization off, use Istio's MeshConfig pathNormalization.normalization: NONE")
+	}
+	if h.MergeSlashes != nil && !*h.MergeSlashes {
+		p.Addf("mergeSlashes", "only true can be set by an EnvoyFilter; false is Envoy's default (and Istio's unless MeshConfig pathNormalization says MERGE_SLASHES)")
+	}
+	if v := h.MaxRequestsPerConnection; v != nil && *v < 1 {
+		p.Addf("maxRequestsPerConnection", "must be at least 1, got %d", *v)
+	}
+	items.RequireSomething(&p, h)
+	return p.Err()
+}
+
+// Build implements items.Item.
+func (h *Hardening) Build() ([]envoyfilter.Patch, error) {
+	hcm := &hcmv3.HttpConnectionManager{
+		NormalizePath: items.OptionalBool(h.NormalizePath),
+	}
+	if h.MergeSlashes != nil {
+		hcm.MergeSlashes = *h.MergeSlashes
+	}
+	if h.EscapedSlashes != "" {
+		hcm.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction(
+			hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction_value[string(h.EscapedSlashes)])
+	}
+	common := &corev3.HttpProtocolOptions{
+		MaxConnectionDuration:    items.OptionalDuration(h.MaxConnectionDuration),
+		MaxStreamDuration:        items.OptionalDuration(h.MaxStreamDuration),
+		MaxRequestsPerConnection: items.OptionalUInt32(h.MaxRequestsPerConnection),
+	}
+	if h.HeadersWithUnderscores != "" {
+		common.HeadersWithUnderscoresAction = corev3.HttpProtocolOptions_HeadersWithUnderscoresAction(
+			corev3.HttpProtocolOptions_HeadersWithUnderscoresAction_value[string(h.HeadersWithUnderscores)])
+	}
+	if common.MaxConnectionDuration != nil || common.MaxStreamDuration != nil || common.MaxRequestsPerConnection != nil || common.HeadersWithUnderscoresAction != 0 {
+		hcm.CommonHttpProtocolOptions = common
+	}
+	p, err := envoyfilter.MergeHCM(hcm)
+	if err != nil {
+		return nil, err
+	}
+	return []envoyfilter.Patch{p}, nil
+}
