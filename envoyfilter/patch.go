@@ -96,13 +96,6 @@ func (p Patch) place(at Position) Patch {
 	return p
 }
 
-// Descending reports whether the items of a stage at this position must
-// be applied in reverse name order to stand in the chain in name order:
-// each INSERT_FIRST goes in front of the ones applied before it.
-func (at Position) Descending() bool {
-	return at.Operation == networking.EnvoyFilter_Patch_INSERT_FIRST
-}
-
 // SetHeader is a header set on a request or response, replacing a header
 // of that name if there is one.
 func SetHeader(name, value string) *corev3.HeaderValueOption {

@@ -36,6 +36,13 @@ type Position struct {
 	Anchor    string
 }
 
+// Descending reports whether the items of a stage at this position must
+// be applied in reverse name order to stand in the chain in name order:
+// each INSERT_FIRST goes in front of the ones applied before it.
+func (at Position) Descending() bool {
+	return at.Operation == networking.EnvoyFilter_Patch_INSERT_FIRST
+}
+
 // StageWidth is the priority gap between stages: the most items a stage
 // can hold.
 const StageWidth = 10

@@ -76,7 +76,7 @@ func (c *Controller) statusOf(d decision) map[string]string {
 		for _, o := range a.desired {
 			names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
 		}
-		if hash := setHash(a.desired); status["lastAppliedHash"] != hash {
+		if hash := manager.SetHash(a.desired); status["lastAppliedHash"] != hash {
 			status["lastAppliedHash"] = hash
 			status["lastAppliedTime"] = time.Now().UTC().Format(time.RFC3339)
 			if !a.diff.Empty() {

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -232,14 +230,4 @@ func equals(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
 	}
 	h, err := envoyfilter.SpecHash(&l.Spec)
 	return err == nil && h == d.Hash()
-}
-
-// setHash identifies a desired set: the names and content hashes of its
-// objects. Equal documents give equal hashes, whatever their formatting.
-func setHash(objs []*envoyfilter.Object) string {
-	h := sha256.New()
-	for _, o := range objs {
-		fmt.Fprintf(h, "%s/%s=%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Hash())
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }

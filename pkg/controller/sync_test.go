@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -497,5 +496,3 @@ func TestSyncReportOnly(t *testing.T) {
 		t.Errorf("status %v", s)
 	}
 }
-
-var _ cache.InformerSynced = (&Controller{}).HasSynced

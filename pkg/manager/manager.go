@@ -8,6 +8,8 @@ package manager
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -216,6 +218,17 @@ func KeysOf(data map[string]string) (keys map[string]string, ok bool) {
 		return nil, false
 	}
 	return SectionKeys(doc), true
+}
+
+// SetHash identifies a desired set by its objects' names and content
+// hashes: equal documents give equal hashes, whatever their formatting.
+// The status's lastAppliedHash and the MCP version are it.
+func SetHash(objs []*envoyfilter.Object) string {
+	h := sha256.New()
+	for _, o := range objs {
+		fmt.Fprintf(h, "%s/%s=%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Hash())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // YAML writes objects as one YAML stream, "---" between documents.

@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -119,7 +117,7 @@ func (p *Publisher) publishOnce() {
 }
 
 func (p *Publisher) publish(objs []*envoyfilter.Object) {
-	hash := setHash(objs)
+	hash := manager.SetHash(objs)
 	if err := p.Server.Publish(hash, objs); err != nil {
 		p.Log.Error("mcp: publish", "err", err)
 		return
@@ -128,15 +126,6 @@ func (p *Publisher) publish(objs []*envoyfilter.Object) {
 		p.metrics.Publishes.Inc()
 	}
 	p.published, p.publishedHash = true, hash
-}
-
-// setHash identifies a set of objects by names and content hashes.
-func setHash(objs []*envoyfilter.Object) string {
-	h := sha256.New()
-	for _, o := range objs {
-		fmt.Fprintf(h, "%s/%s=%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Hash())
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // LastNack is istiod's last rejection of an EnvoyFilter push, scrubbed of

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -58,28 +59,10 @@ data:
 // converted key is checked in what istiod sends the gateway.
 func TestHigressConversionEffects(t *testing.T) {
 	ctx := setup(t)
-	cmd := exec.CommandContext(ctx, controlBin, "convert", "--from", "higress", "-f", "-", "--gateway-selector", "istio=ingressgateway")
-	cmd.Stdin = strings.NewReader(higressConfig)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	manifest, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("convert: %v\n%s", err, stderr.String())
-	}
-	if strings.Contains(stderr.String(), "e2e-token") {
+	objs, report := applyHigress(ctx, t, higressConfig)
+	if strings.Contains(report, "e2e-token") {
 		t.Error("the report shows the access token")
 	}
-	if _, err := cluster.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	startController(ctx, t)
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := yamlUnmarshal(manifest, &cm); err != nil {
-		t.Fatal(err)
-	}
-	objs := desiredObjects(t, cm.Data[document.DataKey])
 	if len(objs) != 5 {
 		t.Fatalf("%d EnvoyFilters, want downstream, upstream, headers, gzip and tracing", len(objs))
 	}
@@ -149,23 +132,7 @@ func TestHigressConversionEffects(t *testing.T) {
 // conversion puts them into effect at the gateway.
 func TestHigressEmptyDocumentDefaults(t *testing.T) {
 	ctx := setup(t)
-	cmd := exec.CommandContext(ctx, controlBin, "convert", "--from", "higress", "-f", "-", "--gateway-selector", "istio=ingressgateway")
-	cmd.Stdin = strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: higress-config, namespace: higress-system}\ndata:\n  higress: \"\"\n")
-	manifest, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	startController(ctx, t)
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := yamlUnmarshal(manifest, &cm); err != nil {
-		t.Fatal(err)
-	}
-	objs := desiredObjects(t, cm.Data[document.DataKey])
+	objs, _ := applyHigress(ctx, t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: higress-config, namespace: higress-system}\ndata:\n  higress: \"\"\n")
 	for _, o := range objs {
 		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffectAmong(o, objs, s) })
 	}
@@ -206,4 +173,30 @@ func TestHigressEmptyDocumentDefaults(t *testing.T) {
 	if !gzipOn {
 		t.Error("gzip is off; Higress's default is on")
 	}
+}
+
+// applyHigress converts a higress-config with the binary, for the test
+// gateway, applies the result and starts the controller. It returns the
+// EnvoyFilters the converted document asks for, and the report.
+func applyHigress(ctx context.Context, t *testing.T, higressConfig string) ([]*envoyfilter.Object, string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, controlBin, "convert", "--from", "higress", "-f", "-", "--gateway-selector", "istio=ingressgateway")
+	cmd.Stdin = strings.NewReader(higressConfig)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	manifest, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("convert: %v\n%s", err, stderr.String())
+	}
+	if _, err := cluster.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	startController(ctx, t)
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yamlUnmarshal(manifest, &cm); err != nil {
+		t.Fatal(err)
+	}
+	return desiredObjects(t, cm.Data[document.DataKey]), stderr.String()
 }

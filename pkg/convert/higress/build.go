@@ -194,9 +194,12 @@ func (c *converter) headers() *yaml.Node {
 		c.report.add("addXRealIpHeader", Difference, fmt.Sprintf(
 			"Higress sets x-real-ip to %%REQ(X-ENVOY-EXTERNAL-ADDRESS)%%, a header Envoy sets only for clients it considers external, so requests from internal (private) addresses get no x-real-ip; globalconfig sets it to %s, the client address Envoy trusts (after X-Forwarded-For hops), for every request", headers.RealIPValue))
 	}
-	for _, k := range []string{"disableXEnvoyHeaders", "addXRealIpHeader"} {
-		if c.present[k] && !map[string]bool{"disableXEnvoyHeaders": c.cfg.DisableXEnvoyHeaders, "addXRealIpHeader": c.cfg.AddXRealIPHeader}[k] {
-			c.report.addValue(k, "false", Converted, "nothing to write: false is globalconfig's default too")
+	for _, k := range []struct {
+		key string
+		on  bool
+	}{{"disableXEnvoyHeaders", c.cfg.DisableXEnvoyHeaders}, {"addXRealIpHeader", c.cfg.AddXRealIPHeader}} {
+		if c.present[k.key] && !k.on {
+			c.report.addValue(k.key, "false", Converted, "nothing to write: false is globalconfig's default too")
 		}
 	}
 	if !any {
