@@ -105,6 +105,15 @@ func SetHeader(name, value string) *corev3.HeaderValueOption {
 	}
 }
 
+// AppendHeader is a header added to a request or response, keeping any
+// header of that name already there.
+func AppendHeader(name, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: name, Value: value},
+		AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD,
+	}
+}
+
 // MergeHCM merges the fields set in hcm into every HTTP connection manager.
 func MergeHCM(hcm *hcmv3.HttpConnectionManager) (Patch, error) {
 	typed, err := anypb.New(hcm)
@@ -181,4 +190,58 @@ func MergeRouteConfigurations(rc *routev3.RouteConfiguration) Patch {
 // MergeClusters merges c into every cluster of the context.
 func MergeClusters(c *clusterv3.Cluster) Patch {
 	return merge(networking.EnvoyFilter_CLUSTER, &networking.EnvoyFilter_EnvoyConfigObjectMatch{}, c)
+}
+
+// InsertNetworkFilter adds the network filter name, configured by cfg,
+// just before the HTTP connection manager of every filter chain that has
+// one, so it sees each connection before HTTP does. Chains without an HTTP
+// connection manager (TLS passthrough, TCP) are left alone.
+func InsertNetworkFilter(name string, cfg proto.Message) (Patch, error) {
+	typed, err := anypb.New(cfg)
+	if err != nil {
+		return Patch{}, fmt.Errorf("pack %s: %w", name, err)
+	}
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_NETWORK_FILTER,
+		Match:     hcmMatch(""),
+		Operation: networking.EnvoyFilter_Patch_INSERT_BEFORE,
+		Value:     &listenerv3.Filter{Name: name, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: typed}},
+	}, nil
+}
+
+// InsertListenerFilter adds the listener filter name, configured by cfg, at
+// the front of every listener's listener filters, so it runs before any
+// other (the TLS inspector among them).
+func InsertListenerFilter(name string, cfg proto.Message) (Patch, error) {
+	typed, err := anypb.New(cfg)
+	if err != nil {
+		return Patch{}, fmt.Errorf("pack %s: %w", name, err)
+	}
+	return Patch{
+		ApplyTo:   networking.EnvoyFilter_LISTENER_FILTER,
+		Match:     &networking.EnvoyFilter_EnvoyConfigObjectMatch{},
+		Operation: networking.EnvoyFilter_Patch_INSERT_FIRST,
+		Value:     &listenerv3.ListenerFilter{Name: name, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: typed}},
+	}, nil
+}
+
+// MergeHTTPFilterChains merges fc into the filter chains with an HTTP
+// connection manager of the listeners on port. Istio's EnvoyFilter can't
+// tell a TLS filter chain of a gateway from a plaintext one (it gives
+// neither a transport protocol), so a port is how an item says which
+// chains terminate TLS.
+func MergeHTTPFilterChains(port uint32, fc *listenerv3.FilterChain) Patch {
+	m := hcmMatch("")
+	m.GetListener().PortNumber = port
+	return merge(networking.EnvoyFilter_FILTER_CHAIN, m, fc)
+}
+
+// MergeRouteConfigurationsOnPort merges rc into the route configurations
+// of port (for a gateway, the port of its Gateway server or Service).
+func MergeRouteConfigurationsOnPort(port uint32, rc *routev3.RouteConfiguration) Patch {
+	return merge(networking.EnvoyFilter_ROUTE_CONFIGURATION, &networking.EnvoyFilter_EnvoyConfigObjectMatch{
+		ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{
+			RouteConfiguration: &networking.EnvoyFilter_RouteConfigurationMatch{PortNumber: port},
+		},
+	}, rc)
 }

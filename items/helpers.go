@@ -9,16 +9,21 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// CheckHeader records a problem at path unless name is a valid lower-case
-// HTTP header name (not a pseudo-header) and value a valid header value.
-// Envoy rejects upper-case names in its header lists, and HTTP/2 requires
-// lower case. Values are never echoed: they may be secrets.
+// CheckHeader is the one rule for a header an item sets, appends or
+// removes: it records a problem at path unless name is a valid lower-case
+// HTTP header name (not a pseudo-header, not host) and value a valid
+// header value. Envoy rejects upper-case names in its header lists (HTTP/2
+// requires lower case) and refuses to change :-prefixed headers and host
+// through them. Values are never echoed: they may be secrets. Pass an empty
+// value for a header that is only named (removed).
 func CheckHeader(p *Problems, path, name, value string) {
 	switch {
 	case !httpguts.ValidHeaderFieldName(name):
 		p.Addf(path, "must be a valid HTTP header name")
 	case strings.ToLower(name) != name:
 		p.Addf(path, "must be lower case (%q)", strings.ToLower(name))
+	case name == "host":
+		p.Addf(path, "host can't be changed by a header list (Envoy refuses it); rewrite the authority in a VirtualService instead")
 	}
 	if !httpguts.ValidHeaderFieldValue(value) {
 		p.Addf(path, "must be a valid header value (no control characters)")

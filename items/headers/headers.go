@@ -5,6 +5,7 @@
 package headers
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -35,7 +36,22 @@ type Headers struct {
 	Server               *Server           `json:"server" doc:"The response server header."`
 	RequestID            *RequestID        `json:"requestId" doc:"x-request-id handling."`
 	XFF                  *XFF              `json:"xff" doc:"X-Forwarded-For trust."`
-	ResponseHeaders      map[string]string `json:"responseHeaders" doc:"Headers set on every response, e.g. strict-transport-security."`
+	ResponseHeaders      map[string]string `json:"responseHeaders" doc:"Headers set on every response, replacing the service's, e.g. x-content-type-options."`
+	Request              *RequestEdits     `json:"request" doc:"Request headers changed before the request is forwarded to a service."`
+	Response             *ResponseEdits    `json:"response" doc:"Response headers removed before the response reaches the client."`
+}
+
+// RequestEdits are changes to every request's headers, made by the route
+// configuration before the request is forwarded.
+type RequestEdits struct {
+	Set    map[string]string `json:"set" doc:"Headers set, replacing any the client sent (ingress-nginx proxy-set-headers)."`
+	Append map[string]string `json:"append" doc:"Headers added, keeping any the client sent (a second value, or a new header)."`
+	Remove []string          `json:"remove" doc:"Headers removed from the request."`
+}
+
+// ResponseEdits are changes to every response's headers.
+type ResponseEdits struct {
+	Remove []string `json:"remove" doc:"Headers removed from every response, e.g. x-powered-by (ingress-nginx hide-headers)."`
 }
 
 // Server is the server header policy.
@@ -100,12 +116,61 @@ func (h *Headers) Validate() error {
 	for _, name := range slices.Sorted(maps.Keys(h.ResponseHeaders)) {
 		path := "responseHeaders." + name
 		items.CheckHeader(&p, path, name, h.ResponseHeaders[name])
-		if name == "host" || name == "server" {
+		if name == "server" {
 			p.Addf(path, "can't be set here; use server for the server header")
+		}
+	}
+	if r := h.Request; r != nil {
+		for _, name := range slices.Sorted(maps.Keys(r.Set)) {
+			items.CheckHeader(&p, "request.set."+name, name, r.Set[name])
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Append)) {
+			items.CheckHeader(&p, "request.append."+name, name, r.Append[name])
+			if _, ok := r.Set[name]; ok {
+				p.Addf("request.append."+name, "is also in request.set; a header is either set or appended")
+			}
+		}
+		for _, edits := range []map[string]string{r.Set, r.Append} {
+			if _, ok := edits[RealIPHeader]; ok && h.AddXRealIPHeader {
+				p.Addf("request", "%s is also set by addXRealIpHeader; keep one", RealIPHeader)
+			}
+		}
+		checkRemoved(&p, "request.remove", r.Remove, r.Set, r.Append)
+		if len(r.Set)+len(r.Append)+len(r.Remove) == 0 {
+			p.Addf("request", "sets nothing; give set, append or remove")
+		}
+	}
+	if r := h.Response; r != nil {
+		checkRemoved(&p, "response.remove", r.Remove, h.ResponseHeaders)
+		if slices.Contains(r.Remove, "server") && h.Server != nil {
+			p.Addf("response.remove", "server is governed by server; use mode strip")
+		}
+		if len(r.Remove) == 0 {
+			p.Addf("response", "sets nothing; give remove")
 		}
 	}
 	items.RequireSomething(&p, h)
 	return p.Err()
+}
+
+// checkRemoved checks a list of header names to remove: each valid, listed
+// once, and not also added by one of the maps of added headers.
+func checkRemoved(p *items.Problems, path string, names []string, added ...map[string]string) {
+	seen := map[string]bool{}
+	for i, name := range names {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		items.CheckHeader(p, at, name, "")
+		if seen[name] {
+			p.Addf(at, "%s is listed twice", name)
+		}
+		seen[name] = true
+		for _, m := range added {
+			if _, ok := m[name]; ok {
+				p.Addf(at, "%s is also added; a header is either added or removed", name)
+				break
+			}
+		}
+	}
 }
 
 // Build implements items.Item.
@@ -163,12 +228,24 @@ func (h *Headers) Build() ([]envoyfilter.Patch, error) {
 	for _, name := range slices.Sorted(maps.Keys(h.ResponseHeaders)) {
 		rc.ResponseHeadersToAdd = append(rc.ResponseHeadersToAdd, envoyfilter.SetHeader(name, h.ResponseHeaders[name]))
 	}
+	if r := h.Request; r != nil {
+		for _, name := range slices.Sorted(maps.Keys(r.Set)) {
+			rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.SetHeader(name, r.Set[name]))
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Append)) {
+			rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.AppendHeader(name, r.Append[name]))
+		}
+		rc.RequestHeadersToRemove = slices.Clone(r.Remove)
+	}
 	if h.Server != nil && h.Server.Mode == "strip" {
 		// Envoy has no strip mode: pass the service's header through and
 		// remove it from every response.
 		rc.ResponseHeadersToRemove = []string{"server"}
 	}
-	if len(rc.RequestHeadersToAdd)+len(rc.ResponseHeadersToAdd)+len(rc.ResponseHeadersToRemove) > 0 {
+	if r := h.Response; r != nil {
+		rc.ResponseHeadersToRemove = append(rc.ResponseHeadersToRemove, r.Remove...)
+	}
+	if len(rc.RequestHeadersToAdd)+len(rc.ResponseHeadersToAdd)+len(rc.RequestHeadersToRemove)+len(rc.ResponseHeadersToRemove) > 0 {
 		patches = append(patches, envoyfilter.MergeRouteConfigurations(rc))
 	}
 	return patches, nil
