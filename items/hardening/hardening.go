@@ -5,7 +5,10 @@ package hardening
 
 import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	connlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -25,7 +28,17 @@ type Hardening struct {
 	MaxConnectionDuration    *items.Seconds `json:"maxConnectionDuration" doc:"Close a client connection this long after it opened, draining it first (common_http_protocol_options.max_connection_duration)."`
 	MaxStreamDuration        *items.Seconds `json:"maxStreamDuration" doc:"Reset a request stream this long after it started (common_http_protocol_options.max_stream_duration)."`
 	MaxRequestsPerConnection *uint32        `json:"maxRequestsPerConnection" doc:"Close a client connection after this many requests, at least 1 (common_http_protocol_options.max_requests_per_connection)."`
+	MaxConnections           *uint64        `json:"maxConnections" doc:"Most client connections open at once on each HTTP filter chain of a listener, at least 1; newer ones are closed (envoy.filters.network.connection_limit)."`
+	ConnectionLimitDelay     *items.Seconds `json:"connectionLimitDelay" doc:"Wait this long before closing a connection over maxConnections, so a client can't retry at once (connection_limit delay; default: close at once)."`
 }
+
+// ConnectionLimit is the name of the network filter maxConnections inserts,
+// and ConnectionLimitStats the prefix of its statistics
+// (connection_limit.<prefix>.limited_connections, active_connections).
+const (
+	ConnectionLimit      = "envoy.filters.network.connection_limit"
+	ConnectionLimitStats = "globalconfig_connection_limit"
+)
 
 // EscapedSlashes is Envoy's path_with_escaped_slashes_action by name,
 // less IMPLEMENTATION_SPECIFIC_DEFAULT: that is the enum's zero value,
@@ -54,7 +67,7 @@ var (
 func init() {
 	items.Register(items.Registration{
 		Name:             Name,
-		Summary:          "HTTP hardening: path normalization, merged and escaped slashes, headers with underscores, connection and stream lifetimes.",
+		Summary:          "HTTP hardening: path normalization, merged and escaped slashes, headers with underscores, connection and stream lifetimes, a connection limit.",
 		Stage:            envoyfilter.StageConnection,
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Hardening{} },
@@ -74,6 +87,12 @@ func (h *Hardening) Validate() error {
 	}
 	if v := h.MaxRequestsPerConnection; v != nil && *v < 1 {
 		p.Addf("maxRequestsPerConnection", "must be at least 1, got %d", *v)
+	}
+	if v := h.MaxConnections; v != nil && *v < 1 {
+		p.Addf("maxConnections", "must be at least 1, got %d", *v)
+	}
+	if h.ConnectionLimitDelay != nil && h.MaxConnections == nil {
+		p.Addf("connectionLimitDelay", "only applies with maxConnections")
 	}
 	items.RequireSomething(&p, h)
 	return p.Err()
@@ -103,9 +122,24 @@ func (h *Hardening) Build() ([]envoyfilter.Patch, error) {
 	if common.MaxConnectionDuration != nil || common.MaxStreamDuration != nil || common.MaxRequestsPerConnection != nil || common.HeadersWithUnderscoresAction != 0 {
 		hcm.CommonHttpProtocolOptions = common
 	}
-	p, err := envoyfilter.MergeHCM(hcm)
-	if err != nil {
-		return nil, err
+	var patches []envoyfilter.Patch
+	if !proto.Equal(hcm, &hcmv3.HttpConnectionManager{}) {
+		p, err := envoyfilter.MergeHCM(hcm)
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, p)
 	}
-	return []envoyfilter.Patch{p}, nil
+	if h.MaxConnections != nil {
+		p, err := envoyfilter.InsertNetworkFilter(ConnectionLimit, &connlimitv3.ConnectionLimit{
+			StatPrefix:     ConnectionLimitStats,
+			MaxConnections: wrapperspb.UInt64(*h.MaxConnections),
+			Delay:          items.OptionalDuration(h.ConnectionLimitDelay),
+		})
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, p)
+	}
+	return patches, nil
 }
