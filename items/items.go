@@ -161,6 +161,15 @@ type Warner interface {
 	Warnings() error
 }
 
+// TargetChecker is implemented by items that work only for some targets:
+// CheckTarget returns the problems of applying the section to t, with paths
+// relative to the section as Validate's. It is asked of an enabled, valid
+// item, with the target the item ends up with (the document's, with the
+// item's own override).
+type TargetChecker interface {
+	CheckTarget(t envoyfilter.Target) error
+}
+
 // SecretHolder is implemented by items whose sections carry secret values
 // (tokens). The controller scrubs those values from every message it logs
 // or records in Events and the status, since an API server error or an

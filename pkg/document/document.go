@@ -341,7 +341,11 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 	if len(n.Content) == 0 && len(top) > 0 && reflect.DeepEqual(s.Item, reg.NewItem()) {
 		return s, false
 	}
-	d.addValidation(reg.Name, s.Item.Validate())
+	err := s.Item.Validate()
+	if tc, ok := s.Item.(items.TargetChecker); ok && err == nil && s.Item.Enabled() {
+		err = tc.CheckTarget(s.Target)
+	}
+	d.addValidation(reg.Name, err)
 	if w, ok := s.Item.(items.Warner); ok && s.Item.Enabled() {
 		for _, fe := range fielderr.Flatten(w.Warnings()) {
 			p := fielderr.Join(reg.Name, fe.Path)
