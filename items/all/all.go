@@ -4,6 +4,7 @@ package all
 import (
 	_ "github.com/globalconfig/globalconfig/items/accesslog"
 	_ "github.com/globalconfig/globalconfig/items/brotli"
+	_ "github.com/globalconfig/globalconfig/items/clientip"
 	_ "github.com/globalconfig/globalconfig/items/downstream"
 	_ "github.com/globalconfig/globalconfig/items/gzip"
 	_ "github.com/globalconfig/globalconfig/items/hardening"

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -9,10 +10,12 @@ import (
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/test/xds"
@@ -96,12 +99,39 @@ func inEffectAmong(o *envoyfilter.Object, set []*envoyfilter.Object, s xds.Snaps
 			}
 		}
 	}
+	checked := 0
 	for i, cp := range o.Spec.GetConfigPatches() {
-		if err := patchInEffect(cp, s, claimed); err != nil {
+		err := patchInEffect(cp, s, claimed)
+		if errors.Is(err, errNotHere) {
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("%s patch %d (%s %s): %w", o.Metadata.Name, i, cp.GetPatch().GetOperation(), cp.GetApplyTo(), err)
 		}
+		checked++
+	}
+	if checked == 0 {
+		return fmt.Errorf("%s: none of its patches matches a port of the test gateway", o.Metadata.Name)
 	}
 	return nil
+}
+
+// errNotHere is a patch scoped to a port the test gateway doesn't have
+// (the tls item's default ports are 443 and 8443; the gateway has 443).
+var errNotHere = errors.New("no listener or route configuration of the patch's port")
+
+// httpListeners are the gateway's listeners: the plaintext one and the
+// one that terminates TLS.
+var httpListeners = []string{listenerName, tlsListenerName}
+
+// portOfRoute is the port in a gateway's RDS name: http.80,
+// https.443.https.ingress.istio-system.
+func portOfRoute(name string) string {
+	parts := strings.Split(name, ".")
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[1]
 }
 
 // noneInEffect returns nil when no patch of o shows.
@@ -132,6 +162,9 @@ func patchInEffect(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch, s xds.Snap
 		}
 		return httpFilterBeforeRouter(hcm, want)
 	case networking.EnvoyFilter_NETWORK_FILTER:
+		if !merge {
+			return networkFilterBeforeHCM(s, value.(*listenerv3.Filter))
+		}
 		hcm, err := s.GatewayHCM(listenerName)
 		if err != nil {
 			return err
@@ -150,7 +183,21 @@ func patchInEffect(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch, s xds.Snap
 			return fmt.Errorf("listener %s does not carry the merged fields", listenerName)
 		}
 		return nil
+	case networking.EnvoyFilter_LISTENER_FILTER:
+		want := value.(*listenerv3.ListenerFilter)
+		for _, name := range httpListeners {
+			first := s.Listeners[name].GetListenerFilters()
+			if len(first) == 0 || first[0].GetName() != want.GetName() || !sameTyped(first[0].GetTypedConfig(), want.GetTypedConfig()) {
+				return fmt.Errorf("listener %s does not start with listener filter %s as configured", name, want.GetName())
+			}
+		}
+		return nil
+	case networking.EnvoyFilter_FILTER_CHAIN:
+		return tlsChainsMerged(s, cp.GetMatch().GetListener().GetPortNumber(), value.(*listenerv3.FilterChain))
 	case networking.EnvoyFilter_ROUTE_CONFIGURATION:
+		if port := cp.GetMatch().GetRouteConfiguration().GetPortNumber(); port != 0 {
+			return routesOnPort(s, fmt.Sprint(port), value)
+		}
 		rc, ok := s.Routes[gatewayRoute]
 		if !ok || !xds.Contains(rc, value) {
 			return fmt.Errorf("route configuration %s does not carry the merged fields", gatewayRoute)
@@ -204,6 +251,97 @@ func patchInEffect(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch, s xds.Snap
 		return nil
 	}
 	return fmt.Errorf("no effect check for %s", cp.GetApplyTo())
+}
+
+// networkFilterBeforeHCM checks that every HTTP filter chain of the
+// gateway has want, as configured, before its HTTP connection manager.
+func networkFilterBeforeHCM(s xds.Snapshot, want *listenerv3.Filter) error {
+	for _, name := range httpListeners {
+		for i, fc := range s.Listeners[name].GetFilterChains() {
+			at, hcm := -1, -1
+			for j, f := range fc.GetFilters() {
+				switch f.GetName() {
+				case want.GetName():
+					if !sameTyped(f.GetTypedConfig(), want.GetTypedConfig()) {
+						return fmt.Errorf("listener %s chain %d has %s with another config", name, i, want.GetName())
+					}
+					at = j
+				case envoyfilter.HTTPConnectionManager:
+					hcm = j
+				}
+			}
+			if hcm >= 0 && (at < 0 || at > hcm) {
+				return fmt.Errorf("listener %s chain %d has no %s before its HTTP connection manager", name, i, want.GetName())
+			}
+		}
+	}
+	return nil
+}
+
+// tlsChainsMerged checks a FILTER_CHAIN merge scoped to port: every HTTP
+// filter chain of the listener on port carries the merged fields and
+// still has Istio's certificate (from the Secret, over SDS), and the
+// plaintext listener got no transport socket.
+func tlsChainsMerged(s xds.Snapshot, port uint32, want *listenerv3.FilterChain) error {
+	l, ok := s.Listeners[fmt.Sprintf("0.0.0.0_%d", port)]
+	if !ok {
+		return errNotHere
+	}
+	n := 0
+	for i, fc := range l.GetFilterChains() {
+		if _, err := xds.HCMOf(fc); err != nil {
+			continue
+		}
+		n++
+		if !xds.Contains(fc, want) {
+			return fmt.Errorf("listener %s chain %d does not carry the merged fields", l.GetName(), i)
+		}
+		tls := &tlsv3.DownstreamTlsContext{}
+		if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(tls); err != nil {
+			return fmt.Errorf("listener %s chain %d: %w", l.GetName(), i, err)
+		}
+		if len(tls.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) == 0 {
+			return fmt.Errorf("listener %s chain %d lost its certificate", l.GetName(), i)
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("listener %s has no HTTP filter chain", l.GetName())
+	}
+	if port != gatewayPort {
+		for i, fc := range s.Listeners[listenerName].GetFilterChains() {
+			if fc.GetTransportSocket() != nil {
+				return fmt.Errorf("plaintext listener %s chain %d got a transport socket", listenerName, i)
+			}
+		}
+	}
+	return nil
+}
+
+// routesOnPort checks a ROUTE_CONFIGURATION merge scoped to port: every
+// route configuration of that port carries it, and no other does.
+func routesOnPort(s xds.Snapshot, port string, want proto.Message) error {
+	n := 0
+	for name, rc := range s.Routes {
+		switch on := portOfRoute(name) == port; {
+		case on && !xds.Contains(rc, want):
+			return fmt.Errorf("route configuration %s does not carry the merged fields", name)
+		case !on && xds.Contains(rc, want):
+			return fmt.Errorf("route configuration %s of another port carries the merged fields", name)
+		case on:
+			n++
+		}
+	}
+	if n == 0 {
+		return errNotHere
+	}
+	return nil
+}
+
+// sameTyped tells whether two typed configs hold equal messages.
+func sameTyped(a, b *anypb.Any) bool {
+	am, err1 := a.UnmarshalNew()
+	bm, err2 := b.UnmarshalNew()
+	return err1 == nil && err2 == nil && proto.Equal(am, bm)
 }
 
 // httpFilterMerged checks that the filter want names carries want's config.

@@ -6,6 +6,13 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +45,11 @@ const (
 	ns           = harness.Namespace
 	gatewayPort  = 80
 	listenerName = "0.0.0.0_80"
+	// The gateway's HTTPS server terminates TLS with the certificate of
+	// a real kubernetes.io/tls Secret.
+	tlsPort         = 443
+	tlsListenerName = "0.0.0.0_443"
+	tlsSecret       = "gateway-cert"
 )
 
 // routeBackend is the Service the test VirtualService routes to, so route
@@ -127,11 +139,12 @@ func run(m *testing.M) int {
 		}
 		_, err = gateway.WaitFor(ctx, 60*time.Second, func(s xds.Snapshot) bool {
 			_, err := s.GatewayHCM(listenerName)
+			_, errTLS := s.GatewayHCM(tlsListenerName)
 			rc := s.Routes[gatewayRoute]
-			return err == nil && len(rc.GetVirtualHosts()) > 0 && len(rc.GetVirtualHosts()[0].GetRoutes()) > 0
+			return err == nil && errTLS == nil && len(rc.GetVirtualHosts()) > 0 && len(rc.GetVirtualHosts()[0].GetRoutes()) > 0
 		})
 		if err != nil {
-			return fmt.Errorf("gateway listener %s: %w\n%s", listenerName, err, istiod.Log(3000))
+			return fmt.Errorf("gateway listeners %s and %s: %w\n%s", listenerName, tlsListenerName, err, istiod.Log(3000))
 		}
 		return nil
 	}()
@@ -160,8 +173,24 @@ func createMesh(ctx context.Context) error {
 			Servers: []*networkingv1.Server{{
 				Port:  &networkingv1.Port{Number: gatewayPort, Name: "http", Protocol: "HTTP"},
 				Hosts: []string{"*"},
+			}, {
+				Port:  &networkingv1.Port{Number: tlsPort, Name: "https", Protocol: "HTTPS"},
+				Hosts: []string{"*"},
+				Tls:   &networkingv1.ServerTLSSettings{Mode: networkingv1.ServerTLSSettings_SIMPLE, CredentialName: tlsSecret},
 			}},
 		},
+	}
+	cert, key, err := selfSigned("gateway.e2e.example")
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: tlsSecret, Namespace: ns},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
+	}
+	if _, err := cluster.Admin.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create secret: %w", err)
 	}
 	if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create gateway: %w", err)
@@ -206,6 +235,33 @@ func createMesh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// selfSigned returns a PEM certificate and key for host, valid for a day.
+func selfSigned(host string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 func setup(t testing.TB) context.Context {
