@@ -105,7 +105,13 @@ func TestGoldenEffects(t *testing.T) {
 				if appliesToGateway(o) {
 					waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffect(o, s) })
 					checked++
-				} else if err := noneInEffect(o, gateway.Snapshot()); err != nil {
+					continue
+				}
+				if appliesToSidecar(o) {
+					waitOn(ctx, t, sidecar, o.Metadata.Name+" at the sidecar", func(s xds.Snapshot) error { return inboundInEffect(o, s) })
+					checked++
+				}
+				if err := noneInEffect(o, gateway.Snapshot()); err != nil {
 					t.Errorf("targets elsewhere, yet reached the gateway: %v", err)
 				}
 			}
@@ -114,6 +120,14 @@ func TestGoldenEffects(t *testing.T) {
 			}
 			for _, o := range objs {
 				waitEffect(ctx, t, o.Metadata.Name+" removed", func(s xds.Snapshot) error { return noneInEffect(o, s) })
+				if appliesToSidecar(o) {
+					waitOn(ctx, t, sidecar, o.Metadata.Name+" removed from the sidecar", func(s xds.Snapshot) error {
+						if inboundInEffect(o, s) == nil {
+							return fmt.Errorf("still in effect")
+						}
+						return nil
+					})
+				}
 			}
 		})
 	}

@@ -27,6 +27,61 @@ var (
 	gatewayVersion = "1.31.0"
 )
 
+// sidecarLabels are the labels of the test sidecar's workload, and
+// inboundListener the listener whose HTTP chains take its inbound traffic.
+var sidecarLabels = map[string]string{"app": "storefront"}
+
+const inboundListener = "virtualInbound"
+
+// appliesToSidecar tells whether Istio should apply o to the test
+// sidecar's inbound listener.
+func appliesToSidecar(o *envoyfilter.Object) bool {
+	sel := o.Spec.GetWorkloadSelector().GetLabels()
+	if o.Metadata.Namespace != ns && o.Metadata.Namespace != routeBackend.namespace || len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if sidecarLabels[k] != v {
+			return false
+		}
+	}
+	for _, cp := range o.Spec.GetConfigPatches() {
+		if cp.GetMatch().GetContext() != networking.EnvoyFilter_SIDECAR_INBOUND {
+			return false
+		}
+	}
+	return true
+}
+
+// inboundInEffect returns nil when every patch of o, all HTTP connection
+// manager merges, shows in every HTTP chain of the sidecar's inbound
+// listener.
+func inboundInEffect(o *envoyfilter.Object, s xds.Snapshot) error {
+	hcms := s.HCMs(inboundListener)
+	if len(hcms) == 0 {
+		return fmt.Errorf("no HTTP chains in %s", inboundListener)
+	}
+	for i, cp := range o.Spec.GetConfigPatches() {
+		if cp.GetApplyTo() != networking.EnvoyFilter_NETWORK_FILTER || cp.GetPatch().GetOperation() != networking.EnvoyFilter_Patch_MERGE {
+			return fmt.Errorf("%s patch %d: no sidecar effect check for %s %s", o.Metadata.Name, i, cp.GetPatch().GetOperation(), cp.GetApplyTo())
+		}
+		value, err := envoyfilter.FromStruct(cp.GetApplyTo(), cp.GetPatch().GetValue())
+		if err != nil {
+			return err
+		}
+		want := &hcmv3.HttpConnectionManager{}
+		if err := value.(*listenerv3.Filter).GetTypedConfig().UnmarshalTo(want); err != nil {
+			return err
+		}
+		for j, hcm := range hcms {
+			if !xds.Contains(hcm, want) {
+				return fmt.Errorf("%s patch %d: HTTP chain %d of %s does not carry the merged fields", o.Metadata.Name, i, j, inboundListener)
+			}
+		}
+	}
+	return nil
+}
+
 // gatewayRoute is the RDS route configuration of the gateway's port 80.
 const gatewayRoute = "http.80"
 

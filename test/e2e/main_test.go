@@ -37,6 +37,7 @@ var (
 	cluster    *harness.Cluster
 	istiod     *harness.Istiod
 	gateway    *xds.Client
+	sidecar    *xds.Client
 	controlBin string
 	setupErr   error
 )
@@ -146,14 +147,23 @@ func run(m *testing.M) int {
 		if err != nil {
 			return fmt.Errorf("gateway listeners %s and %s: %w\n%s", listenerName, tlsListenerName, err, istiod.Log(3000))
 		}
+		sidecar, err = xds.Dial(ctx, istiod.GRPCAddr, xds.SidecarNode(routeBackend.namespace, "10.1.1.2", sidecarLabels))
+		if err != nil {
+			return err
+		}
+		if _, err = sidecar.WaitFor(ctx, 60*time.Second, func(s xds.Snapshot) bool { return len(s.HCMs(inboundListener)) > 0 }); err != nil {
+			return fmt.Errorf("sidecar listener %s: %w", inboundListener, err)
+		}
 		return nil
 	}()
 	if setupErr != nil {
 		fmt.Fprintln(os.Stderr, "e2e setup:", setupErr)
 	}
 	code := m.Run()
-	if gateway != nil {
-		gateway.Close()
+	for _, c := range []*xds.Client{gateway, sidecar} {
+		if c != nil {
+			c.Close()
+		}
 	}
 	if istiod != nil {
 		istiod.Kill()

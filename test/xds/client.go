@@ -44,6 +44,23 @@ func GatewayNode() *corev3.Node {
 	return &corev3.Node{Id: "router~10.1.1.1~gw-0.istio-system~istio-system.svc.cluster.local", Metadata: md}
 }
 
+// SidecarNode is the node of a sidecar of a pod in namespace with labels,
+// at ip. It needs no Pod object: istiod takes the labels from the node's
+// metadata and builds the catch-all inbound chains every sidecar has.
+func SidecarNode(namespace, ip string, labels map[string]string) *corev3.Node {
+	l := map[string]any{}
+	for k, v := range labels {
+		l[k] = v
+	}
+	md, _ := structpb.NewStruct(map[string]any{
+		"ISTIO_VERSION": "1.31.0",
+		"NAMESPACE":     namespace,
+		"CLUSTER_ID":    "Kubernetes",
+		"LABELS":        l,
+	})
+	return &corev3.Node{Id: fmt.Sprintf("sidecar~%s~workload-0.%s~%s.svc.cluster.local", ip, namespace, namespace), Metadata: md}
+}
+
 // Snapshot is what istiod last sent.
 type Snapshot struct {
 	Listeners map[string]*listenerv3.Listener
@@ -248,6 +265,18 @@ func (c *Client) WaitFor(ctx context.Context, timeout time.Duration, cond func(S
 			return time.Time{}, ctx.Err()
 		}
 	}
+}
+
+// HCMs returns the HTTP connection managers of every filter chain of
+// listener name.
+func (s Snapshot) HCMs(name string) []*hcmv3.HttpConnectionManager {
+	var out []*hcmv3.HttpConnectionManager
+	for _, fc := range s.Listeners[name].GetFilterChains() {
+		if hcm, err := HCMOf(fc); err == nil {
+			out = append(out, hcm)
+		}
+	}
+	return out
 }
 
 // GatewayHCM returns the HTTP connection manager of listener name.
