@@ -1,0 +1,365 @@
+// Package ipaccess is the `ipAccess` item: which client addresses the
+// proxy serves. An allow list answers every other client 403, a deny list
+// answers its ranges 403, and a connection deny list closes the TCP
+// connections of its ranges before any HTTP is read (ingress-nginx's
+// whitelist-source-range, denylist-source-range and block-cidrs).
+package ipaccess
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"unicode"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	httprbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	networkrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Name is the item's key in the document.
+const Name = "ipAccess"
+
+// The filters the item inserts. Both are Envoy's RBAC filters under names
+// of our own: Istio's AuthorizationPolicy inserts envoy.filters.http.rbac
+// and envoy.filters.network.rbac, and an EnvoyFilter matches filters by
+// name, so sharing the name would let either side's patches hit the other.
+const (
+	HTTPFilter    = "globalconfig.ip_access"
+	NetworkFilter = "globalconfig.ip_access.connections"
+)
+
+// Where the filters count. Istio's proxies keep only the statistics on
+// their inclusion list, which by default takes every name ending in
+// rbac.allowed or rbac.denied; both prefixes are chosen so that the
+// item's counters end that way and are kept without extra configuration:
+//
+//	http.<connection manager prefix>.rbac.globalconfig_ip_access_rbac.denied
+//	globalconfig_deny_connections.rbac.denied
+//
+// HTTPStatPrefix ends in a dot because the HTTP filter also puts it in
+// front of its dynamic metadata keys
+// (globalconfig_ip_access_rbac.enforced_engine_result); the stat name is
+// the same with or without it.
+const (
+	HTTPStatPrefix    = "globalconfig_ip_access_rbac."
+	NetworkStatPrefix = "globalconfig_deny_connections"
+)
+
+// Policy names. A refused request's response code details
+// (%RESPONSE_CODE_DETAILS%, in Istio's default access log format) name the
+// policy that matched, as rbac_access_denied_matched_policy[ipAccess.deny],
+// so the access log says which list refused a client. A closed connection
+// gets the same in its termination details, but no HTTP access log entry:
+// no request was read.
+const (
+	PolicyDeny            = "ipAccess.deny"
+	PolicyNotInAllow      = "ipAccess.notInAllow"
+	PolicyDenyConnections = "ipAccess.denyConnections"
+)
+
+// MaxRanges bounds the three lists together. Envoy checks a client against
+// the ranges one after the other, so the lists cost time on every request
+// and connection; and a range takes up to 86 bytes of the stored
+// EnvoyFilter (an IPv6 /128 written out in full), so 10000 make about
+// 860 KB, within the API server's 1.5 MiB object limit with room to spare
+// (TestMaxRangesFitsOneObject). Longer lists belong in a firewall or the
+// cloud load balancer.
+const MaxRanges = 10000
+
+// IPAccess is the `ipAccess` section.
+type IPAccess struct {
+	items.Toggle
+	Allow           []string `json:"allow" doc:"Client address ranges served; when set, every other client is answered 403 (ingress-nginx whitelist-source-range). CIDRs or single addresses, IPv4 and IPv6; matched against the client address the HTTP connection manager detected (RBAC remote_ip)."`
+	Deny            []string `json:"deny" doc:"Client address ranges answered 403, even inside allow (ingress-nginx denylist-source-range). CIDRs or single addresses; matched like allow."`
+	DenyConnections []string `json:"denyConnections" doc:"Address ranges whose TCP connections are closed before any HTTP is read (ingress-nginx block-cidrs, which answers 403 instead). Matched against the connection's peer, or the address in the PROXY protocol header when clientIP.proxyProtocol is on; X-Forwarded-For is not read."`
+}
+
+var (
+	_ items.Item          = (*IPAccess)(nil)
+	_ items.TargetChecker = (*IPAccess)(nil)
+)
+
+func init() {
+	items.Register(items.Registration{
+		Name:             Name,
+		Summary:          "Client address allow and deny lists (403) and connection deny lists (closed before HTTP), through Envoy's RBAC filters.",
+		Stage:            envoyfilter.StageTrafficPolicy,
+		EnabledByDefault: true,
+		New:              func() items.Item { return &IPAccess{} },
+	})
+}
+
+// entry is one parsed range and where it was written.
+type entry struct {
+	path string
+	pfx  netip.Prefix
+}
+
+// Validate implements items.Item.
+func (a *IPAccess) Validate() error {
+	var p items.Problems
+	allow := checkList(&p, "allow", a.Allow, nil)
+	deny := checkList(&p, "deny", a.Deny, func(pfx netip.Prefix) string {
+		return fmt.Sprintf("%s would refuse every %s client; to take the gateway out of service remove its routes, and to serve only %s clients write allow: [%q]", pfx, family(pfx), family(other(pfx)), other(pfx))
+	})
+	checkList(&p, "denyConnections", a.DenyConnections, func(pfx netip.Prefix) string {
+		return fmt.Sprintf("%s would close every %s connection; to take the gateway out of service remove its routes or its listener", pfx, family(pfx))
+	})
+	n := len(a.Allow) + len(a.Deny) + len(a.DenyConnections)
+	if n > MaxRanges {
+		p.Addf("", "lists %d address ranges in all (allow %d, deny %d, denyConnections %d); at most %d: Envoy tries them one by one on every request, and the EnvoyFilter must fit the API server's object size limit. Block large feeds at a firewall or the load balancer",
+			n, len(a.Allow), len(a.Deny), len(a.DenyConnections), MaxRanges)
+	}
+	if v4, v6 := find(allow, netip.MustParsePrefix("0.0.0.0/0")), find(allow, netip.MustParsePrefix("::/0")); v4 != nil && v6 != nil {
+		p.Addf("allow", "allows every address (%s and %s), so it restricts nothing; remove allow", v4.path, v6.path)
+	}
+	// deny wins over allow, so an allow range inside a deny range can
+	// never let a client in: it is a mistake in one of the two lists.
+	denied := index(deny)
+	for _, e := range allow {
+		if d, ok := container(denied, e.pfx); ok {
+			p.Addf(e.path, "%s is inside %s (%s), and deny wins: it could never allow anything; remove one of them", e.pfx, d.path, d.pfx)
+		}
+	}
+	items.RequireSomething(&p, a)
+	if a.Enable && n == 0 && (a.Allow != nil || a.Deny != nil || a.DenyConnections != nil) {
+		// Empty lists are set keys to RequireSomething, but generate
+		// nothing all the same.
+		p.Addf("", "lists no address range; give at least one in allow, deny or denyConnections, or remove the section")
+	}
+	return p.Err()
+}
+
+// checkList parses one list, records every entry that is not a valid range,
+// that repeats another or lies inside another, and returns the valid ones.
+// everything, when not nil, refuses a whole address family (/0) with the
+// message it returns; such an entry is left out of the other checks, which
+// would only repeat the problem.
+func checkList(p *items.Problems, key string, list []string, everything func(netip.Prefix) string) []entry {
+	var valid []entry
+	for i, s := range list {
+		path := fmt.Sprintf("%s[%d]", key, i)
+		pfx, err := ParseRange(s)
+		if err != nil {
+			p.Addf(path, "%v", err)
+			continue
+		}
+		if everything != nil && pfx.Bits() == 0 {
+			p.Addf(path, "%s", everything(pfx))
+			continue
+		}
+		valid = append(valid, entry{path: path, pfx: pfx})
+	}
+	// Equal ranges: the later one repeats the first.
+	first := map[netip.Prefix]entry{}
+	var distinct []entry
+	for _, e := range valid {
+		if f, ok := first[e.pfx]; ok {
+			p.Addf(e.path, "%s repeats %s; remove one", e.pfx, f.path)
+			continue
+		}
+		first[e.pfx] = e
+		distinct = append(distinct, e)
+	}
+	// A range inside a wider one of the same list adds nothing.
+	for _, e := range distinct {
+		if c, ok := container(first, e.pfx); ok && c.pfx != e.pfx {
+			p.Addf(e.path, "%s is inside %s (%s); remove it", e.pfx, c.path, c.pfx)
+		}
+	}
+	return valid
+}
+
+// index maps each range of a list to its (first) entry.
+func index(list []entry) map[netip.Prefix]entry {
+	m := make(map[netip.Prefix]entry, len(list))
+	for _, e := range list {
+		if _, ok := m[e.pfx]; !ok {
+			m[e.pfx] = e
+		}
+	}
+	return m
+}
+
+// container returns the widest range of set that contains pfx (pfx itself
+// included), trying each shorter prefix of pfx: at most 129 lookups.
+func container(set map[netip.Prefix]entry, pfx netip.Prefix) (entry, bool) {
+	for bits := 0; bits <= pfx.Bits(); bits++ {
+		if e, ok := set[netip.PrefixFrom(pfx.Addr(), bits).Masked()]; ok {
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+func find(list []entry, pfx netip.Prefix) *entry {
+	for i := range list {
+		if list[i].pfx == pfx {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+func family(pfx netip.Prefix) string {
+	if pfx.Addr().Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// other is the whole address space of the other family.
+func other(pfx netip.Prefix) netip.Prefix {
+	if pfx.Addr().Is4() {
+		return netip.MustParsePrefix("::/0")
+	}
+	return netip.MustParsePrefix("0.0.0.0/0")
+}
+
+// ParseRange reads one address range: a CIDR (203.0.113.0/24,
+// 2001:db8::/32) or a single address, which is a range of one (/32 or
+// /128), as in ingress-nginx. It refuses what would not do what it says:
+// host bits set (10.0.0.1/8 most likely names the wrong range), IPv6
+// zones, IPv4-mapped IPv6 ranges (Envoy compares IPv4 clients with IPv4
+// ranges only), and several ranges in one string.
+func ParseRange(s string) (netip.Prefix, error) {
+	if f := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }); len(f) > 1 {
+		return netip.Prefix{}, fmt.Errorf("holds %d ranges (%q); write one range per list entry", len(f), s)
+	}
+	var pfx netip.Prefix
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%s has an IPv6 zone; write the address without %%%s", s, a.Zone())
+		}
+		pfx = netip.PrefixFrom(a, a.BitLen())
+	} else {
+		pfx, err = netip.ParsePrefix(s)
+		if err != nil {
+			if a, bits, ok := strings.Cut(s, "/"); ok {
+				if addr, aerr := netip.ParseAddr(a); aerr == nil && addr.Zone() == "" {
+					if n, nerr := strconv.Atoi(bits); nerr == nil && n > addr.BitLen() {
+						return netip.Prefix{}, fmt.Errorf("%s has a prefix length of %d; an %s range has at most %d", s, n, family(netip.PrefixFrom(addr, 0)), addr.BitLen())
+					}
+				}
+			}
+			return netip.Prefix{}, fmt.Errorf("must be an address range such as 203.0.113.0/24 or 2001:db8::/32, or a single address, got %q", s)
+		}
+		if pfx.Masked() != pfx {
+			return netip.Prefix{}, fmt.Errorf("%s has host bits set; did you mean %s?", s, pfx.Masked())
+		}
+	}
+	if pfx.Addr().Is4In6() {
+		if pfx.Bits() >= 96 {
+			return netip.Prefix{}, fmt.Errorf("%s is an IPv4-mapped IPv6 range, which Envoy never matches against IPv4 clients; write %s", s, netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96))
+		}
+		return netip.Prefix{}, fmt.Errorf("%s is an IPv4-mapped IPv6 range, which Envoy never matches against IPv4 clients; write IPv4 ranges in IPv4 form", s)
+	}
+	return pfx, nil
+}
+
+// CheckTarget implements items.TargetChecker. On a sidecar's outbound
+// listeners the client is the workload itself, so an allow list would
+// refuse every request the workload makes; ANY includes those listeners.
+func (a *IPAccess) CheckTarget(t envoyfilter.Target) error {
+	var p items.Problems
+	if t.Context == envoyfilter.ContextSidecarOutbound || t.Context == envoyfilter.ContextAny {
+		p.Addf("", "applies to target.context GATEWAY or SIDECAR_INBOUND only (got %s): on a sidecar's outbound listeners the client is the workload itself, so the lists would refuse or close the workload's own requests", t.Context)
+	}
+	return p.Err()
+}
+
+// Build implements items.Item.
+func (a *IPAccess) Build() ([]envoyfilter.Patch, error) {
+	allow, err := parseAll(a.Allow)
+	if err != nil {
+		return nil, err
+	}
+	deny, err := parseAll(a.Deny)
+	if err != nil {
+		return nil, err
+	}
+	conns, err := parseAll(a.DenyConnections)
+	if err != nil {
+		return nil, err
+	}
+	var patches []envoyfilter.Patch
+	if len(conns) > 0 {
+		p, err := envoyfilter.InsertNetworkFilter(NetworkFilter, &networkrbacv3.RBAC{
+			StatPrefix: NetworkStatPrefix,
+			Rules: &rbacv3.RBAC{
+				Action: rbacv3.RBAC_DENY,
+				Policies: map[string]*rbacv3.Policy{
+					PolicyDenyConnections: {Permissions: anything(), Principals: remoteIPs(conns)},
+				},
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, p)
+	}
+	if len(allow) > 0 || len(deny) > 0 {
+		policies := map[string]*rbacv3.Policy{}
+		if len(deny) > 0 {
+			policies[PolicyDeny] = &rbacv3.Policy{Permissions: anything(), Principals: remoteIPs(deny)}
+		}
+		if len(allow) > 0 {
+			policies[PolicyNotInAllow] = &rbacv3.Policy{
+				Permissions: anything(),
+				Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_NotId{NotId: &rbacv3.Principal{
+					Identifier: &rbacv3.Principal_OrIds{OrIds: &rbacv3.Principal_Set{Ids: remoteIPs(allow)}},
+				}}}},
+			}
+		}
+		p, err := envoyfilter.InsertHTTPFilter(HTTPFilter, &httprbacv3.RBAC{
+			Rules:           &rbacv3.RBAC{Action: rbacv3.RBAC_DENY, Policies: policies},
+			RulesStatPrefix: HTTPStatPrefix,
+		})
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, p)
+	}
+	return patches, nil
+}
+
+func parseAll(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		pfx, err := ParseRange(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pfx)
+	}
+	return out, nil
+}
+
+// anything is the permission of every request or connection: the policies
+// select by client address alone.
+func anything() []*rbacv3.Permission {
+	return []*rbacv3.Permission{{Rule: &rbacv3.Permission_Any{Any: true}}}
+}
+
+// remoteIPs is one remote_ip principal per range. remote_ip is the
+// downstream address Envoy settled on: in the HTTP filter, the client the
+// connection manager detected (X-Forwarded-For with trusted hops, original
+// IP detection); in the network filter, the connection's peer or its PROXY
+// protocol address. direct_remote_ip would be the physical peer in both,
+// the load balancer when it speaks PROXY protocol.
+func remoteIPs(list []netip.Prefix) []*rbacv3.Principal {
+	out := make([]*rbacv3.Principal, 0, len(list))
+	for _, pfx := range list {
+		out = append(out, &rbacv3.Principal{Identifier: &rbacv3.Principal_RemoteIp{RemoteIp: &corev3.CidrRange{
+			AddressPrefix: pfx.Addr().String(),
+			PrefixLen:     wrapperspb.UInt32(uint32(pfx.Bits())),
+		}}})
+	}
+	return out
+}
