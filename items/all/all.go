@@ -12,6 +12,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/ipaccess"
 	_ "github.com/globalconfig/globalconfig/items/localratelimit"
 	_ "github.com/globalconfig/globalconfig/items/requestbody"
+	_ "github.com/globalconfig/globalconfig/items/tls"
 	_ "github.com/globalconfig/globalconfig/items/tracing"
 	_ "github.com/globalconfig/globalconfig/items/upstream"
 	_ "github.com/globalconfig/globalconfig/items/zstd"

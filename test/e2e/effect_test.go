@@ -373,21 +373,24 @@ func tlsChainsMerged(s xds.Snapshot, port uint32, want *listenerv3.FilterChain) 
 }
 
 // routesOnPort checks a ROUTE_CONFIGURATION merge scoped to port: every
-// route configuration of that port carries it, and no other does.
+// route configuration of that port carries it, and the plaintext port's
+// does not (an object may patch several TLS ports with the same value).
 func routesOnPort(s xds.Snapshot, port string, want proto.Message) error {
 	n := 0
 	for name, rc := range s.Routes {
-		switch on := portOfRoute(name) == port; {
-		case on && !xds.Contains(rc, want):
-			return fmt.Errorf("route configuration %s does not carry the merged fields", name)
-		case !on && xds.Contains(rc, want):
-			return fmt.Errorf("route configuration %s of another port carries the merged fields", name)
-		case on:
-			n++
+		if portOfRoute(name) != port {
+			continue
 		}
+		if !xds.Contains(rc, want) {
+			return fmt.Errorf("route configuration %s does not carry the merged fields", name)
+		}
+		n++
 	}
 	if n == 0 {
 		return errNotHere
+	}
+	if port != fmt.Sprint(gatewayPort) && xds.Contains(s.Routes[gatewayRoute], want) {
+		return fmt.Errorf("the plaintext route configuration %s carries the merged fields too", gatewayRoute)
 	}
 	return nil
 }

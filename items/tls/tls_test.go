@@ -1,0 +1,9 @@
+package tls_test
+
+import (
+	"testing"
+
+	"github.com/globalconfig/globalconfig/internal/goldentest"
+)
+
+func TestGolden(t *testing.T) { goldentest.Run(t, "testdata") }
