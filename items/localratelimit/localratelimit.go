@@ -1,15 +1,22 @@
-// Package localratelimit is the `localRateLimit` item: one token bucket per
-// proxy for all requests; requests over the limit are answered 429. The
-// filterEnabled and filterEnforced percentages let a limit run in shadow
-// mode (counted, not enforced) before it is rolled out.
+// Package localratelimit is the `localRateLimit` item: token buckets kept
+// by each proxy. A global bucket counts every request; keyed buckets count
+// the requests of each client address (perClient) or of each value of a
+// request header (perHeader), as ingress-nginx's limit_req zones keyed by
+// $binary_remote_addr did. Requests over a limit are answered 429, or the
+// statusCode given. The filterEnabled and filterEnforced percentages let a
+// limit run in shadow mode (counted, not enforced) before it is rolled out.
 package localratelimit
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	commonratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -24,22 +31,78 @@ const (
 	Name = "localRateLimit"
 	// StatPrefix names the filter's statistics (http_local_rate_limiter.*).
 	StatPrefix = "http_local_rate_limiter"
-	// MinFillInterval is Envoy's floor for a token bucket's fill interval.
+	// MinFillInterval is Envoy's floor for a token bucket's fill interval,
+	// the global one's and each descriptor's alike.
 	MinFillInterval = 50 * time.Millisecond
 	// percentScale turns a percentage with up to four decimals into
 	// Envoy's per-million fraction.
 	percentScale = 10000
 )
 
+// Defaults and limits of statusCode, the keyed limits and responseHeaders.
+const (
+	// DefaultStatusCode is what limited requests are answered: 429 Too
+	// Many Requests, Envoy's default too (ingress-nginx answered 503).
+	DefaultStatusCode = 429
+	// MinStatusCode is the lowest code Envoy answers as given: below 400
+	// it answers 429 instead.
+	MinStatusCode = 400
+	// DefaultMaxKeys is how many keys (client addresses, header values)
+	// each keyed limit remembers by default. Envoy's own default, 20, would
+	// make a busy gateway forget a client between two of its requests and
+	// give it a full bucket again.
+	DefaultMaxKeys = 10000
+	// MaxMaxKeys bounds maxKeys: each remembered key costs about 1 KiB
+	// (plus twice a header value's length), per keyed limit and per HTTP
+	// filter chain.
+	MaxMaxKeys = 100000
+	// MaxHeaderLimits bounds perHeader: every entry keeps its own list of
+	// up to maxKeys values, and every request is matched against each.
+	MaxHeaderLimits = 10
+	// MaxResponseHeaders is Envoy's limit on response_headers_to_add.
+	MaxResponseHeaders = 10
+)
+
+// Descriptor keys of the keyed limits. RemoteAddressKey is the key Envoy's
+// remote_address action writes; a header limit's key is HeaderKeyPrefix
+// and the header's name, so two limits never share a key.
+const (
+	RemoteAddressKey = "remote_address"
+	HeaderKeyPrefix  = "header:"
+)
+
+// Defaults of a keyed bucket's optional keys, the global bucket's too.
+const (
+	defaultTokensPerFill = 1
+	defaultFillInterval  = time.Second
+)
+
 // LocalRateLimit is the `localRateLimit` section.
 type LocalRateLimit struct {
 	items.Toggle
-	MaxTokens       uint32            `json:"maxTokens" doc:"Bucket size: the burst allowed, at least 1."`
-	TokensPerFill   uint32            `json:"tokensPerFill" doc:"Tokens added every fillInterval (default 1; set it to maxTokens for a fixed window)."`
-	FillInterval    items.Seconds     `json:"fillInterval" doc:"How often tokens are added, at least 50ms (default 1s)."`
-	ResponseHeaders map[string]string `json:"responseHeaders" doc:"Headers added to 429 responses, e.g. x-local-rate-limit: \"true\"."`
-	FilterEnabled   float64           `json:"filterEnabled" doc:"Percentage of requests the limit is checked for (default 100)."`
-	FilterEnforced  float64           `json:"filterEnforced" doc:"Percentage of checked requests over the limit that are refused (default 100; 0 is shadow mode: counted, not refused)."`
+	MaxTokens       uint32            `json:"maxTokens" doc:"The global bucket's size, the burst allowed for all requests together, at least 1. Required unless perClient or perHeader is given; without it only the keyed limits apply."`
+	TokensPerFill   uint32            `json:"tokensPerFill" doc:"Tokens added to the global bucket every fillInterval (default 1): the two make the refill rate."`
+	FillInterval    items.Seconds     `json:"fillInterval" doc:"How often tokens are added to the global bucket, at least 50ms (default 1s)."`
+	PerClient       *Bucket           `json:"perClient" doc:"One bucket per client address, the one the connection manager trusts (see clientIP and headers.xff)."`
+	PerHeader       []HeaderLimit     `json:"perHeader" doc:"One bucket per value of a request header, e.g. x-api-key; requests without the header are not counted here. At most 10."`
+	MaxKeys         uint32            `json:"maxKeys" doc:"How many keys (client addresses, header values) each keyed limit remembers, least recently used forgotten first, 1 to 100000 (default 10000; Envoy's max_dynamic_descriptors)."`
+	StatusCode      uint32            `json:"statusCode" doc:"The status limited requests are answered, 400 to 599 as Envoy knows them (default 429)."`
+	ResponseHeaders map[string]string `json:"responseHeaders" doc:"Headers added to limited responses, e.g. x-local-rate-limit: \"true\"; at most 10."`
+	FilterEnabled   float64           `json:"filterEnabled" doc:"Percentage of requests the limits are checked for (default 100)."`
+	FilterEnforced  float64           `json:"filterEnforced" doc:"Percentage of checked requests over a limit that are refused (default 100; 0 is shadow mode: counted, not refused)."`
+}
+
+// Bucket is a keyed limit's token bucket: one per key.
+type Bucket struct {
+	MaxTokens     uint32         `json:"maxTokens" doc:"Each key's bucket size, the burst it is allowed, at least 1 (required)."`
+	TokensPerFill *uint32        `json:"tokensPerFill" doc:"Tokens added to each key's bucket every fillInterval (default 1): the two make the refill rate."`
+	FillInterval  *items.Seconds `json:"fillInterval" doc:"How often tokens are added to each key's bucket, at least 50ms (default 1s)."`
+}
+
+// HeaderLimit is one entry of perHeader.
+type HeaderLimit struct {
+	Header string `json:"header" doc:"The request header whose values are counted apart, lower case (required)."`
+	Bucket
 }
 
 var _ items.Item = (*LocalRateLimit)(nil)
@@ -47,13 +110,15 @@ var _ items.Item = (*LocalRateLimit)(nil)
 func init() {
 	items.Register(items.Registration{
 		Name:             Name,
-		Summary:          "A global token bucket per proxy; requests over the limit are answered 429.",
+		Summary:          "Token buckets per proxy, global, per client address and per header value; requests over a limit are answered 429.",
 		Stage:            envoyfilter.StageTrafficPolicy,
 		EnabledByDefault: true,
 		New: func() items.Item {
 			return &LocalRateLimit{
-				TokensPerFill:  1,
-				FillInterval:   items.Seconds{Duration: time.Second},
+				TokensPerFill:  defaultTokensPerFill,
+				FillInterval:   items.Seconds{Duration: defaultFillInterval},
+				MaxKeys:        DefaultMaxKeys,
+				StatusCode:     DefaultStatusCode,
 				FilterEnabled:  100,
 				FilterEnforced: 100,
 			}
@@ -61,24 +126,153 @@ func init() {
 	})
 }
 
+// keyed reports whether any keyed limit is given.
+func (l *LocalRateLimit) keyed() bool { return l.PerClient != nil || len(l.PerHeader) > 0 }
+
 // Validate implements items.Item.
 func (l *LocalRateLimit) Validate() error {
 	var p items.Problems
-	if l.MaxTokens < 1 && l.Enable {
+	keyed := l.keyed()
+	if l.MaxTokens < 1 && l.Enable && !keyed {
 		p.Addf("maxTokens", "is required and must be at least 1")
 	}
-	if l.TokensPerFill < 1 {
-		p.Addf("tokensPerFill", "must be at least 1")
+	checkFill(&p, "", l.TokensPerFill, l.FillInterval.Duration)
+	if l.MaxTokens < 1 && keyed {
+		// Without maxTokens there is no global bucket for these to shape.
+		if l.TokensPerFill > 1 {
+			p.Addf("tokensPerFill", "only applies with maxTokens (the global bucket); set tokensPerFill in perClient or perHeader instead")
+		}
+		if l.FillInterval.Duration >= MinFillInterval && l.FillInterval.Duration != defaultFillInterval {
+			p.Addf("fillInterval", "only applies with maxTokens (the global bucket); set fillInterval in perClient or perHeader instead")
+		}
 	}
-	if l.FillInterval.Duration < MinFillInterval {
-		p.Addf("fillInterval", "must be at least %v (Envoy's floor), got %v", MinFillInterval, l.FillInterval.Duration)
+	if l.PerClient != nil {
+		l.PerClient.validate(&p, "perClient")
 	}
+	if len(l.PerHeader) > MaxHeaderLimits {
+		p.Addf("perHeader", "has %d entries; at most %d", len(l.PerHeader), MaxHeaderLimits)
+	}
+	seen := map[string]int{}
+	for i, h := range l.PerHeader {
+		path := fmt.Sprintf("perHeader[%d]", i)
+		checkKeyHeader(&p, path+".header", h.Header)
+		if j, dup := seen[h.Header]; dup && h.Header != "" {
+			p.Addf(path+".header", "%s is also perHeader[%d].header; give one limit per header", h.Header, j)
+		} else {
+			seen[h.Header] = i
+		}
+		h.validate(&p, path)
+	}
+	items.CheckRange(&p, "maxKeys", l.MaxKeys, 1, MaxMaxKeys)
+	if !keyed && l.MaxKeys != DefaultMaxKeys {
+		p.Addf("maxKeys", "only applies with perClient or perHeader")
+	}
+	checkStatusCode(&p, "statusCode", l.StatusCode)
 	items.CheckRange(&p, "filterEnabled", l.FilterEnabled, 0, 100)
 	items.CheckRange(&p, "filterEnforced", l.FilterEnforced, 0, 100)
+	if len(l.ResponseHeaders) > MaxResponseHeaders {
+		p.Addf("responseHeaders", "has %d headers; Envoy allows at most %d", len(l.ResponseHeaders), MaxResponseHeaders)
+	}
 	for _, name := range slices.Sorted(maps.Keys(l.ResponseHeaders)) {
 		items.CheckHeader(&p, "responseHeaders."+name, name, l.ResponseHeaders[name])
 	}
 	return p.Err()
+}
+
+// checkFill is the one rule for a bucket's refill, global or keyed: path
+// is the bucket's path ("" for the global one).
+func checkFill(p *items.Problems, path string, tokensPerFill uint32, fillInterval time.Duration) {
+	at := func(key string) string {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	if tokensPerFill < 1 {
+		p.Addf(at("tokensPerFill"), "must be at least 1")
+	}
+	if fillInterval < MinFillInterval {
+		p.Addf(at("fillInterval"), "must be at least %v (Envoy's floor), got %v", MinFillInterval, fillInterval)
+	}
+}
+
+func (b *Bucket) validate(p *items.Problems, path string) {
+	if b.MaxTokens < 1 {
+		p.Addf(path+".maxTokens", "is required and must be at least 1")
+	}
+	checkFill(p, path, b.tokensPerFill(), b.fillInterval())
+}
+
+func (b *Bucket) tokensPerFill() uint32 {
+	if b.TokensPerFill == nil {
+		return defaultTokensPerFill
+	}
+	return *b.TokensPerFill
+}
+
+func (b *Bucket) fillInterval() time.Duration {
+	if b.FillInterval == nil {
+		return defaultFillInterval
+	}
+	return b.FillInterval.Duration
+}
+
+// checkKeyHeader checks the name of a header whose values key a limit.
+// It is the one header rule (items.CheckHeader), with messages of its own
+// for the two names that rule refuses for another reason or would let
+// through to no effect.
+func checkKeyHeader(p *items.Problems, path, name string) {
+	switch name {
+	case "":
+		p.Addf(path, "is required")
+	case "host":
+		// Envoy keeps the host as the :authority pseudo-header, so a
+		// lookup of host finds nothing and the limit would never apply.
+		p.Addf(path, "host is not a request header inside Envoy (it becomes :authority), so this limit would never apply")
+	case "x-forwarded-for":
+		p.Addf(path, "x-forwarded-for is a list any client can write; use perClient, which counts the trusted client address")
+	default:
+		items.CheckHeader(p, path, name, "")
+	}
+}
+
+// checkStatusCode accepts a code Envoy answers as it is given: one its
+// StatusCode enum defines (HttpStatus refuses others), 400 or above
+// (below 400 Envoy answers 429 instead).
+func checkStatusCode(p *items.Problems, path string, code uint32) {
+	if code < MinStatusCode {
+		p.Addf(path, "must be at least %d, got %d: Envoy answers 429 instead of any code below %d", MinStatusCode, code, MinStatusCode)
+		return
+	}
+	if _, ok := typev3.StatusCode_name[int32(min(code, 1<<31-1))]; !ok {
+		p.Addf(path, "Envoy does not know %d; use one of %s", code, knownErrorCodes())
+	}
+}
+
+// knownErrorCodes lists the codes from 400 Envoy's StatusCode enum
+// defines, consecutive ones as ranges: 400-417, 421-424, ...
+func knownErrorCodes() string {
+	var codes []int32
+	for c := range typev3.StatusCode_name {
+		if c >= MinStatusCode {
+			codes = append(codes, c)
+		}
+	}
+	slices.Sort(codes)
+	var out []string
+	for i := 0; i < len(codes); {
+		j := i
+		for j+1 < len(codes) && codes[j+1] == codes[j]+1 {
+			j++
+		}
+		if j > i {
+			out = append(out, fmt.Sprintf("%d-%d", codes[i], codes[j]))
+		} else {
+			out = append(out, fmt.Sprint(codes[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(out, ", ")
 }
 
 // fraction is a percentage as Envoy's runtime fractional percent.
@@ -89,18 +283,61 @@ func fraction(percent float64, key string) *corev3.RuntimeFractionalPercent {
 	}
 }
 
+// tokenBucket is Envoy's token bucket.
+func tokenBucket(maxTokens, tokensPerFill uint32, fillInterval time.Duration) *typev3.TokenBucket {
+	return &typev3.TokenBucket{
+		MaxTokens:     maxTokens,
+		TokensPerFill: wrapperspb.UInt32(tokensPerFill),
+		FillInterval:  durationpb.New(fillInterval),
+	}
+}
+
+// addKeyed adds one keyed limit: the rate limit configuration whose action
+// writes the descriptor entry key, and the descriptor that matches every
+// value of it (an empty value is Envoy's wildcard), each distinct value
+// getting its own bucket.
+func addKeyed(cfg *ratelimitv3.LocalRateLimit, action *routev3.RateLimit_Action, key string, b *Bucket) {
+	cfg.RateLimits = append(cfg.RateLimits, &routev3.RateLimit{Actions: []*routev3.RateLimit_Action{action}})
+	cfg.Descriptors = append(cfg.Descriptors, &commonratelimitv3.LocalRateLimitDescriptor{
+		Entries:     []*commonratelimitv3.RateLimitDescriptor_Entry{{Key: key}},
+		TokenBucket: tokenBucket(b.MaxTokens, b.tokensPerFill(), b.fillInterval()),
+	})
+}
+
 // Build implements items.Item.
 func (l *LocalRateLimit) Build() ([]envoyfilter.Patch, error) {
 	cfg := &ratelimitv3.LocalRateLimit{
-		StatPrefix: StatPrefix,
-		TokenBucket: &typev3.TokenBucket{
-			MaxTokens:     l.MaxTokens,
-			TokensPerFill: wrapperspb.UInt32(l.TokensPerFill),
-			FillInterval:  durationpb.New(l.FillInterval.Duration),
-		},
+		StatPrefix:     StatPrefix,
 		FilterEnabled:  fraction(l.FilterEnabled, "globalconfig.local_rate_limit.enabled"),
 		FilterEnforced: fraction(l.FilterEnforced, "globalconfig.local_rate_limit.enforced"),
-		Status:         &typev3.HttpStatus{Code: typev3.StatusCode_TooManyRequests},
+		Status:         &typev3.HttpStatus{Code: typev3.StatusCode(l.StatusCode)},
+	}
+	if l.MaxTokens > 0 {
+		cfg.TokenBucket = tokenBucket(l.MaxTokens, l.TokensPerFill, l.FillInterval.Duration)
+	}
+	if l.PerClient != nil {
+		addKeyed(cfg, &routev3.RateLimit_Action{
+			ActionSpecifier: &routev3.RateLimit_Action_RemoteAddress_{RemoteAddress: &routev3.RateLimit_Action_RemoteAddress{}},
+		}, RemoteAddressKey, l.PerClient)
+	}
+	for i := range l.PerHeader {
+		h := &l.PerHeader[i]
+		key := HeaderKeyPrefix + h.Header
+		addKeyed(cfg, &routev3.RateLimit_Action{
+			ActionSpecifier: &routev3.RateLimit_Action_RequestHeaders_{RequestHeaders: &routev3.RateLimit_Action_RequestHeaders{
+				HeaderName:    h.Header,
+				DescriptorKey: key,
+			}},
+		}, key, &h.Bucket)
+	}
+	if l.keyed() {
+		cfg.MaxDynamicDescriptors = wrapperspb.UInt32(l.MaxKeys)
+		if cfg.TokenBucket != nil {
+			// Envoy's default, said outright: a request a keyed limit
+			// counts is counted by the global bucket too, so the global
+			// bucket stays a limit on all requests.
+			cfg.AlwaysConsumeDefaultTokenBucket = wrapperspb.Bool(true)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.ResponseHeaders)) {
 		cfg.ResponseHeadersToAdd = append(cfg.ResponseHeadersToAdd, envoyfilter.SetHeader(name, l.ResponseHeaders[name]))
