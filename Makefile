@@ -68,7 +68,7 @@ fuzz:
 # It also composes deploy/examples/global-config.yaml and the README's
 # copy from every item's testdata/example.in.yaml.
 golden:
-	$(GO) test $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./items/... | grep -v '/items$$') -update
+	$(GO) test $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./items/... | grep -v -e '/items$$' -e '/items/internal/') -update
 	$(GO) test ./internal/example -update
 
 clean:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/format"
 )
 
 // Name is the item's key in the document.
@@ -63,10 +64,12 @@ func (a *AccessLog) Validate() error {
 	if strings.Contains(a.Format, "\x00") {
 		p.Addf("format", "must not contain NUL")
 	}
+	format.Check(&p, "format", a.Format)
 	for _, k := range slices.Sorted(maps.Keys(a.JSON)) {
 		if a.JSON[k] == "" {
 			p.Addf("json."+k, "needs a command operator or text")
 		}
+		format.Check(&p, "json."+k, a.JSON[k])
 	}
 	if v := a.MinStatusCode; v != nil {
 		items.CheckRange(&p, "minStatusCode", *v, 100, 599)

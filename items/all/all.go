@@ -5,6 +5,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/accesslog"
 	_ "github.com/globalconfig/globalconfig/items/brotli"
 	_ "github.com/globalconfig/globalconfig/items/clientip"
+	_ "github.com/globalconfig/globalconfig/items/customerrors"
 	_ "github.com/globalconfig/globalconfig/items/downstream"
 	_ "github.com/globalconfig/globalconfig/items/gzip"
 	_ "github.com/globalconfig/globalconfig/items/hardening"

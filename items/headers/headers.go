@@ -16,6 +16,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/format"
 )
 
 // Name is the item's key in the document.
@@ -116,6 +117,7 @@ func (h *Headers) Validate() error {
 	for _, name := range slices.Sorted(maps.Keys(h.ResponseHeaders)) {
 		path := "responseHeaders." + name
 		items.CheckHeader(&p, path, name, h.ResponseHeaders[name])
+		format.Check(&p, path, h.ResponseHeaders[name])
 		if name == "server" {
 			p.Addf(path, "can't be set here; use server for the server header")
 		}
@@ -123,9 +125,11 @@ func (h *Headers) Validate() error {
 	if r := h.Request; r != nil {
 		for _, name := range slices.Sorted(maps.Keys(r.Set)) {
 			items.CheckHeader(&p, "request.set."+name, name, r.Set[name])
+			format.Check(&p, "request.set."+name, r.Set[name])
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Append)) {
 			items.CheckHeader(&p, "request.append."+name, name, r.Append[name])
+			format.Check(&p, "request.append."+name, r.Append[name])
 			if _, ok := r.Set[name]; ok {
 				p.Addf("request.append."+name, "is also in request.set; a header is either set or appended")
 			}

@@ -1,0 +1,9 @@
+package customerrors_test
+
+import (
+	"testing"
+
+	"github.com/globalconfig/globalconfig/internal/goldentest"
+)
+
+func TestGolden(t *testing.T) { goldentest.Run(t, "testdata") }
