@@ -217,7 +217,7 @@ func TestGoldenOutputsPassStrictRoundTrip(t *testing.T) {
 }
 
 func TestObjectName(t *testing.T) {
-	for item, want := range map[string]string{"gzip": "globalconfig-gzip", "localRateLimit": "globalconfig-local-rate-limit", "accessLog": "globalconfig-access-log"} {
+	for item, want := range map[string]string{"gzip": "globalconfig-gzip", "localRateLimit": "globalconfig-local-rate-limit", "accessLog": "globalconfig-access-log", "clientIP": "globalconfig-client-ip", "ipAccess": "globalconfig-ip-access", "HTTPRoute": "globalconfig-http-route", "tlsV2": "globalconfig-tls-v2"} {
 		if got := envoyfilter.ObjectName(item); got != want {
 			t.Errorf("ObjectName(%q) = %q, want %q", item, got, want)
 		}

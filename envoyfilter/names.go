@@ -51,14 +51,17 @@ const (
 )
 
 // ObjectName is the name of the EnvoyFilter generated for item: the item
-// key in kebab case, since object names are lower case
-// (localRateLimit → globalconfig-local-rate-limit).
+// key in kebab case, since object names are lower case, with a run of
+// capitals kept as one word (localRateLimit → globalconfig-local-rate-limit,
+// clientIP → globalconfig-client-ip).
 func ObjectName(item string) string {
 	var b strings.Builder
 	b.WriteString(NamePrefix)
-	for i, r := range item {
+	rs := []rune(item)
+	for i, r := range rs {
 		if unicode.IsUpper(r) {
-			if i > 0 {
+			startsWord := i > 0 && (!unicode.IsUpper(rs[i-1]) || i+1 < len(rs) && unicode.IsLower(rs[i+1]))
+			if startsWord {
 				b.WriteByte('-')
 			}
 			r = unicode.ToLower(r)

@@ -225,15 +225,17 @@ func InsertListenerFilter(name string, cfg proto.Message) (Patch, error) {
 	}, nil
 }
 
-// MergeHTTPFilterChains merges fc into the filter chains with an HTTP
-// connection manager of the listeners on port. Istio's EnvoyFilter can't
-// tell a TLS filter chain of a gateway from a plaintext one (it gives
-// neither a transport protocol), so a port is how an item says which
-// chains terminate TLS.
-func MergeHTTPFilterChains(port uint32, fc *listenerv3.FilterChain) Patch {
-	m := hcmMatch("")
-	m.GetListener().PortNumber = port
-	return merge(networking.EnvoyFilter_FILTER_CHAIN, m, fc)
+// MergeFilterChainsOnPort merges fc into every filter chain of the
+// listeners on port. Istio's EnvoyFilter can't tell a gateway's TLS filter
+// chain from a plaintext one (it gives neither a transport protocol) and
+// ignores a network filter in a FILTER_CHAIN match, so a port is how an
+// item says which chains terminate TLS.
+func MergeFilterChainsOnPort(port uint32, fc *listenerv3.FilterChain) Patch {
+	return merge(networking.EnvoyFilter_FILTER_CHAIN, &networking.EnvoyFilter_EnvoyConfigObjectMatch{
+		ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Listener{
+			Listener: &networking.EnvoyFilter_ListenerMatch{PortNumber: port},
+		},
+	}, fc)
 }
 
 // MergeRouteConfigurationsOnPort merges rc into the route configurations

@@ -328,7 +328,7 @@ func (t *TLS) Build() ([]envoyfilter.Patch, error) {
 			if err != nil {
 				return nil, fmt.Errorf("pack %s: %w", TransportSocket, err)
 			}
-			patches = append(patches, envoyfilter.MergeHTTPFilterChains(uint32(port), &listenerv3.FilterChain{
+			patches = append(patches, envoyfilter.MergeFilterChainsOnPort(uint32(port), &listenerv3.FilterChain{
 				TransportSocket: &corev3.TransportSocket{
 					Name:       TransportSocket,
 					ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: typed},
