@@ -145,7 +145,7 @@ func (d *decoder) decodeString(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if allowed, ok := items.EnumValues(v.Type()); ok {
 		if !slices.Contains(allowed, n.Value) {
-			if s := suggest(n.Value, allowed); s != "" {
+			if s := Suggest(n.Value, allowed); s != "" {
 				d.fail(n, path, "unknown value %q; did you mean %q?", n.Value, s)
 			} else {
 				d.fail(n, path, "must be one of %s, got %q", strings.Join(allowed, ", "), n.Value)
@@ -303,7 +303,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string, skip 
 
 // unknownKey words the error for a key that is not one of known.
 func unknownKey(what, key string, known []string) string {
-	if s := suggest(key, known); s != "" {
+	if s := Suggest(key, known); s != "" {
 		return fmt.Sprintf("%s; did you mean %q?", what, s)
 	}
 	sorted := slices.Clone(known)

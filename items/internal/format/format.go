@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/globalconfig/globalconfig/internal/suggest"
 	"github.com/globalconfig/globalconfig/items"
 )
 
@@ -280,7 +281,7 @@ func checkOperator(p *items.Problems, path, token, name, args, length string) {
 			return
 		}
 		msg := fmt.Sprintf("unknown command operator %%%s%%", name)
-		if s := closest(name, operatorNames()); s != "" {
+		if s := suggest.Closest(name, operatorNames()); s != "" {
 			msg += fmt.Sprintf("; did you mean %%%s%%?", s)
 		} else {
 			msg += "; see Envoy's access log command operators"
@@ -353,40 +354,4 @@ func operatorNames() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// closest returns the candidate nearest to s when it is close enough to be
-// a likely typo (about one edit in three characters, at most three), or "".
-func closest(s string, candidates []string) string {
-	best, bestDist := "", -1
-	for _, c := range candidates {
-		if d := editDistance(s, c); bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	if limit := min(max(len(s)/3, 1), 3); bestDist >= 0 && bestDist <= limit {
-		return best
-	}
-	return ""
-}
-
-// editDistance is the Levenshtein distance of two ASCII names.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
