@@ -77,9 +77,9 @@ func hcmMatch(subFilter string) *networking.EnvoyFilter_EnvoyConfigObjectMatch {
 // choice: NewObject places it at the Insert position of the item's stage
 // (see the table in priority.go).
 func InsertHTTPFilter(name string, cfg proto.Message) (Patch, error) {
-	typed, err := anypb.New(cfg)
+	typed, err := pack(name, cfg)
 	if err != nil {
-		return Patch{}, fmt.Errorf("pack %s: %w", name, err)
+		return Patch{}, err
 	}
 	return Patch{
 		ApplyTo: networking.EnvoyFilter_HTTP_FILTER,
@@ -94,6 +94,15 @@ func (p Patch) place(at Position) Patch {
 		p.Operation, p.Match = at.Operation, hcmMatch(at.Anchor)
 	}
 	return p
+}
+
+// pack puts cfg, the configuration of what is named name, in an Any.
+func pack(name string, cfg proto.Message) (*anypb.Any, error) {
+	typed, err := anypb.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pack %s: %w", name, err)
+	}
+	return typed, nil
 }
 
 // SetHeader is a header set on a request or response, replacing a header
@@ -116,9 +125,9 @@ func AppendHeader(name, value string) *corev3.HeaderValueOption {
 
 // MergeHCM merges the fields set in hcm into every HTTP connection manager.
 func MergeHCM(hcm *hcmv3.HttpConnectionManager) (Patch, error) {
-	typed, err := anypb.New(hcm)
+	typed, err := pack("http connection manager", hcm)
 	if err != nil {
-		return Patch{}, fmt.Errorf("pack http connection manager: %w", err)
+		return Patch{}, err
 	}
 	return Patch{
 		ApplyTo:   networking.EnvoyFilter_NETWORK_FILTER,
@@ -131,9 +140,9 @@ func MergeHCM(hcm *hcmv3.HttpConnectionManager) (Patch, error) {
 // MergeRouter merges the fields set in r into the router filter. It never
 // replaces the router, so router settings of other items survive.
 func MergeRouter(r *routerv3.Router) (Patch, error) {
-	typed, err := anypb.New(r)
+	typed, err := pack("router", r)
 	if err != nil {
-		return Patch{}, fmt.Errorf("pack router: %w", err)
+		return Patch{}, err
 	}
 	return Patch{
 		ApplyTo:   networking.EnvoyFilter_HTTP_FILTER,
@@ -197,9 +206,9 @@ func MergeClusters(c *clusterv3.Cluster) Patch {
 // one, so it sees each connection before HTTP does. Chains without an HTTP
 // connection manager (TLS passthrough, TCP) are left alone.
 func InsertNetworkFilter(name string, cfg proto.Message) (Patch, error) {
-	typed, err := anypb.New(cfg)
+	typed, err := pack(name, cfg)
 	if err != nil {
-		return Patch{}, fmt.Errorf("pack %s: %w", name, err)
+		return Patch{}, err
 	}
 	return Patch{
 		ApplyTo:   networking.EnvoyFilter_NETWORK_FILTER,
@@ -213,9 +222,9 @@ func InsertNetworkFilter(name string, cfg proto.Message) (Patch, error) {
 // the front of every listener's listener filters, so it runs before any
 // other (the TLS inspector among them).
 func InsertListenerFilter(name string, cfg proto.Message) (Patch, error) {
-	typed, err := anypb.New(cfg)
+	typed, err := pack(name, cfg)
 	if err != nil {
-		return Patch{}, fmt.Errorf("pack %s: %w", name, err)
+		return Patch{}, err
 	}
 	return Patch{
 		ApplyTo:   networking.EnvoyFilter_LISTENER_FILTER,
