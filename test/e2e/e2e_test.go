@@ -232,7 +232,7 @@ func TestControllerEffects(t *testing.T) {
 	// front (they see each response last), then the filters that refuse
 	// requests, each stage in name order, before all of Istio's own.
 	head := "envoy.filters.http.compressor.brotli,envoy.filters.http.compressor.gzip,envoy.filters.http.compressor.zstd," +
-		"envoy.filters.http.custom_response,globalconfig.ip_access,envoy.filters.http.local_ratelimit,envoy.filters.http.buffer,"
+		"globalconfig.ip_access,envoy.filters.http.local_ratelimit,envoy.filters.http.buffer,"
 	if !strings.HasPrefix(chain, head) || !strings.HasSuffix(chain, ","+envoyfilter.Router) {
 		t.Errorf("HTTP filter chain %s: want it to start %s and end with the router", chain, head)
 	}
