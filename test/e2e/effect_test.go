@@ -395,11 +395,16 @@ func routesOnPort(s xds.Snapshot, port string, want proto.Message) error {
 	return nil
 }
 
+// sameMessage tells whether a and b hold the same values, comparing the
+// messages packed in Anys rather than their bytes: istiod re-encodes nested
+// typed configs, and the encoding of equal messages may differ.
+func sameMessage(a, b proto.Message) bool { return xds.Contains(a, b) && xds.Contains(b, a) }
+
 // sameTyped tells whether two typed configs hold equal messages.
 func sameTyped(a, b *anypb.Any) bool {
 	am, err1 := a.UnmarshalNew()
 	bm, err2 := b.UnmarshalNew()
-	return err1 == nil && err2 == nil && proto.Equal(am, bm)
+	return err1 == nil && err2 == nil && sameMessage(am, bm)
 }
 
 // httpFilterMerged checks that the filter want names carries want's config.
@@ -425,7 +430,7 @@ func httpFilterBeforeRouter(hcm *hcmv3.HttpConnectionManager, want *hcmv3.HttpFi
 			at = i
 			got, err1 := f.GetTypedConfig().UnmarshalNew()
 			exp, err2 := want.GetTypedConfig().UnmarshalNew()
-			if err1 != nil || err2 != nil || !proto.Equal(got, exp) {
+			if err1 != nil || err2 != nil || !sameMessage(got, exp) {
 				return fmt.Errorf("filter %s is there with another config", want.GetName())
 			}
 		case envoyfilter.Router:
