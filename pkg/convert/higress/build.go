@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/globalconfig/globalconfig/items/headers"
+	"github.com/globalconfig/globalconfig/pkg/convert/out"
 )
 
 // converter builds the globalconfig document and the report.
@@ -20,41 +21,16 @@ type converter struct {
 	report  Report
 }
 
-// The YAML node helpers: the document is built as a node tree, so every
-// default it writes can carry a comment naming it.
-func mapping(pairs ...[2]*yaml.Node) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	for _, p := range pairs {
-		n.Content = append(n.Content, p[0], p[1])
-	}
-	return n
-}
+var (
+	mapping = out.Mapping
+	pair    = out.Pair
+	str     = out.Str
+	boolean = out.Bool
+	float   = out.Float
+	list    = out.List
+)
 
-func pair(key string, value *yaml.Node) [2]*yaml.Node {
-	return [2]*yaml.Node{{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value}
-}
-
-func str(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
-
-func integer[T ~int32 | ~uint32 | ~int](v T) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(int64(v), 10)}
-}
-
-func boolean(v bool) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
-}
-
-func float(v float64) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(v, 'f', -1, 64)}
-}
-
-func list(values []string) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	for _, v := range values {
-		n.Content = append(n.Content, str(v))
-	}
-	return n
-}
+func integer[T ~int32 | ~uint32 | ~int](v T) *yaml.Node { return out.Int(v) }
 
 // section collects the keys of one section of the converted document.
 type section struct {
@@ -73,14 +49,7 @@ func (c *converter) section(theirs, ours string) *section {
 // not empty, says what the converted key means.
 func (s *section) set(theirKey, ourKey string, value *yaml.Node, detail string) {
 	theirs, ours := join(s.theirs, theirKey), join(s.ours, ourKey)
-	shown := value.Value
-	if value.Kind == yaml.SequenceNode {
-		var vs []string
-		for _, c := range value.Content {
-			vs = append(vs, c.Value)
-		}
-		shown = "[" + strings.Join(vs, ", ") + "]"
-	}
+	shown := out.Shown(value)
 	key := str(ourKey)
 	if s.c.present[theirs] {
 		s.c.report.addValue(theirs, shown, Converted, "→ "+ours+suffix(detail))
@@ -147,7 +116,7 @@ func (c *converter) document() *yaml.Node {
 	if t := c.tracing(); t != nil {
 		add("tracing", t, "")
 	}
-	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{doc}}
+	return doc
 }
 
 func (c *converter) downstream() *yaml.Node {

@@ -1,18 +1,16 @@
 package higress
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
-	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/convert/out"
 )
 
 // Options say where the converted document applies.
@@ -251,55 +249,19 @@ func Convert(in Input, opts Options) (*Result, error) {
 		c.report.add(k, NotCarried, "Higress does not know this key and ignores it; so does the converted document"+suggestion(k))
 	}
 	c.reportMesh(in)
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("encode document: %w", err)
-	}
-	// The document must be what globalconfig accepts; anything else is a
-	// bug in the converter, not in the user's file.
-	if _, err := document.Parse(b.Bytes()); err != nil {
-		return nil, fmt.Errorf("internal: the converted document is invalid:\n%v\n%s", err, b.Bytes())
-	}
-	manifest, err := Manifest(b.Bytes(), opts.ConfigMap)
+	b, err := out.Document(doc)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Document: b.Bytes(), Manifest: manifest, Report: c.report}, nil
+	manifest, err := Manifest(b, opts.ConfigMap)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Document: b, Manifest: manifest, Report: c.report}, nil
 }
 
 // Manifest wraps a document in the global ConfigMap, labelled for the
 // admission webhook.
 func Manifest(doc []byte, configMap string) ([]byte, error) {
-	ns, name, ok := strings.Cut(configMap, "/")
-	if configMap == "" {
-		ns, name, ok = "istio-system", "global-config", true
-	}
-	if !ok || ns == "" || name == "" {
-		return nil, fmt.Errorf("--configmap must be NAMESPACE/NAME, got %q", configMap)
-	}
-	root := mapping(
-		pair("apiVersion", str("v1")),
-		pair("kind", str("ConfigMap")),
-		pair("metadata", mapping(
-			pair("name", str(name)),
-			pair("namespace", str(ns)),
-			pair("labels", mapping(
-				pair("app.kubernetes.io/part-of", str("globalconfig")),
-				pair("globalconfig.io/validate", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "true", Style: yaml.DoubleQuotedStyle}),
-			)),
-		)),
-		pair("data", mapping(
-			pair(document.DataKey, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: string(doc), Style: yaml.LiteralStyle}),
-		)),
-	)
-	root.HeadComment = "Converted from Higress's higress-config by `globalconfig convert --from higress`."
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(root); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return out.Manifest(doc, configMap, "Converted from Higress's higress-config by `globalconfig convert --from higress`.")
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/globalconfig/globalconfig/pkg/convert/out"
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
@@ -30,71 +31,26 @@ const (
 var verdictOrder = []Verdict{Converted, DefaultWritten, Difference, NotCarried}
 
 // Entry is one line of the report.
-type Entry struct {
-	Key     string  `json:"key"`
-	Value   string  `json:"value,omitempty"` // empty for secrets
-	Verdict Verdict `json:"verdict"`
-	Detail  string  `json:"detail"`
-}
+type Entry = out.Entry[Verdict]
 
 // Report is the key-by-key account of a conversion.
-type Report struct {
-	Entries []Entry `json:"entries"`
-}
+type Report struct{ out.Report[Verdict] }
 
-func (r *Report) add(key string, v Verdict, detail string) {
-	r.Entries = append(r.Entries, Entry{Key: key, Verdict: v, Detail: detail})
-}
+func (r *Report) add(key string, v Verdict, detail string) { r.Add(key, v, detail) }
 
 func (r *Report) addValue(key, value string, v Verdict, detail string) {
-	r.Entries = append(r.Entries, Entry{Key: key, Value: value, Verdict: v, Detail: detail})
+	r.AddValue(key, value, v, detail)
 }
 
-// Of returns the entries with verdict v.
-func (r Report) Of(v Verdict) []Entry {
-	var out []Entry
-	for _, e := range r.Entries {
-		if e.Verdict == v {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// Find returns the entries for key.
-func (r Report) Find(key string) []Entry {
-	var out []Entry
-	for _, e := range r.Entries {
-		if e.Key == key {
-			out = append(out, e)
-		}
-	}
-	return out
+var titles = map[Verdict]string{
+	Converted:      "converted (same effect at the gateway)",
+	DefaultWritten: "default written (Higress applied it without the key; the document now says it)",
+	Difference:     "difference (what changes at the proxy, and why)",
+	NotCarried:     "not carried",
 }
 
 // Write prints the report for people, grouped by verdict.
-func (r Report) Write(w io.Writer) {
-	titles := map[Verdict]string{
-		Converted:      "converted (same effect at the gateway)",
-		DefaultWritten: "default written (Higress applied it without the key; the document now says it)",
-		Difference:     "difference (what changes at the proxy, and why)",
-		NotCarried:     "not carried",
-	}
-	for _, v := range verdictOrder {
-		entries := r.Of(v)
-		if len(entries) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "%s:\n", titles[v])
-		for _, e := range entries {
-			key := e.Key
-			if e.Value != "" {
-				key += " = " + e.Value
-			}
-			fmt.Fprintf(w, "  %s: %s\n", key, e.Detail)
-		}
-	}
-}
+func (r Report) Write(w io.Writer) { r.Report.Write(w, verdictOrder, titles) }
 
 // suggestion words a hint for an unknown key: the known key it is
 // closest to.

@@ -1,0 +1,197 @@
+// Package out holds what every converter shares: the YAML node helpers the
+// converted document is built with (so each written key can carry a
+// comment), the global ConfigMap manifest that carries the document, and
+// the key-by-key report.
+package out
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/globalconfig/globalconfig/pkg/document"
+)
+
+// Mapping is a YAML mapping of the pairs, in order.
+func Mapping(pairs ...[2]*yaml.Node) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for _, p := range pairs {
+		n.Content = append(n.Content, p[0], p[1])
+	}
+	return n
+}
+
+// Pair is one key of a Mapping.
+func Pair(key string, value *yaml.Node) [2]*yaml.Node {
+	return [2]*yaml.Node{Str(key), value}
+}
+
+// Str is a string scalar.
+func Str(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+
+// Int is an integer scalar.
+func Int[T ~int32 | ~uint32 | ~int | ~uint64 | ~int64](v T) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(int64(v), 10)}
+}
+
+// Bool is a boolean scalar.
+func Bool(v bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
+}
+
+// Float is a number scalar, at full precision.
+func Float(v float64) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(v, 'f', -1, 64)}
+}
+
+// List is a sequence of strings.
+func List(values []string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, v := range values {
+		n.Content = append(n.Content, Str(v))
+	}
+	return n
+}
+
+// Shown is how a value node reads in a report: a scalar as it is, a list
+// in brackets.
+func Shown(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		var vs []string
+		for _, c := range n.Content {
+			vs = append(vs, Shown(c))
+		}
+		return "[" + strings.Join(vs, ", ") + "]"
+	case yaml.MappingNode:
+		var vs []string
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			vs = append(vs, n.Content[i].Value+": "+Shown(n.Content[i+1]))
+		}
+		return "{" + strings.Join(vs, ", ") + "}"
+	}
+	return n.Value
+}
+
+// Encode writes a document node as YAML, two spaces an indent level.
+func Encode(n *yaml.Node) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(n); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Document encodes a converted document and checks that globalconfig
+// accepts it: anything else is a bug in the converter, not in the user's
+// file.
+func Document(root *yaml.Node) ([]byte, error) {
+	b, err := Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}})
+	if err != nil {
+		return nil, fmt.Errorf("encode document: %w", err)
+	}
+	if _, err := document.Parse(b); err != nil {
+		return nil, fmt.Errorf("internal: the converted document is invalid:\n%v\n%s", err, b)
+	}
+	return b, nil
+}
+
+// Manifest wraps a document in the global ConfigMap NAMESPACE/NAME
+// (default istio-system/global-config), labelled for the admission
+// webhook, under a head comment saying where it came from.
+func Manifest(doc []byte, configMap, comment string) ([]byte, error) {
+	ns, name, ok := strings.Cut(configMap, "/")
+	if configMap == "" {
+		ns, name, ok = "istio-system", "global-config", true
+	}
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--configmap must be NAMESPACE/NAME, got %q", configMap)
+	}
+	root := Mapping(
+		Pair("apiVersion", Str("v1")),
+		Pair("kind", Str("ConfigMap")),
+		Pair("metadata", Mapping(
+			Pair("name", Str(name)),
+			Pair("namespace", Str(ns)),
+			Pair("labels", Mapping(
+				Pair("app.kubernetes.io/part-of", Str("globalconfig")),
+				Pair("globalconfig.io/validate", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "true", Style: yaml.DoubleQuotedStyle}),
+			)),
+		)),
+		Pair("data", Mapping(
+			Pair(document.DataKey, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: string(doc), Style: yaml.LiteralStyle}),
+		)),
+	)
+	root.HeadComment = comment
+	return Encode(root)
+}
+
+// Entry is one line of a report.
+type Entry[V ~string] struct {
+	Key     string `json:"key"`
+	Value   string `json:"value,omitempty"` // empty for secrets
+	Verdict V      `json:"verdict"`
+	Detail  string `json:"detail"`
+}
+
+// Report is the key-by-key account of a conversion.
+type Report[V ~string] struct {
+	Entries []Entry[V] `json:"entries"`
+}
+
+// Add records a key without its value.
+func (r *Report[V]) Add(key string, v V, detail string) {
+	r.Entries = append(r.Entries, Entry[V]{Key: key, Verdict: v, Detail: detail})
+}
+
+// AddValue records a key with its value.
+func (r *Report[V]) AddValue(key, value string, v V, detail string) {
+	r.Entries = append(r.Entries, Entry[V]{Key: key, Value: value, Verdict: v, Detail: detail})
+}
+
+// Of returns the entries with verdict v.
+func (r Report[V]) Of(v V) []Entry[V] {
+	var out []Entry[V]
+	for _, e := range r.Entries {
+		if e.Verdict == v {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Find returns the entries for key.
+func (r Report[V]) Find(key string) []Entry[V] {
+	var out []Entry[V]
+	for _, e := range r.Entries {
+		if e.Key == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Write prints the report for people: one group per verdict, in order,
+// each under its title.
+func (r Report[V]) Write(w io.Writer, order []V, titles map[V]string) {
+	for _, v := range order {
+		entries := r.Of(v)
+		if len(entries) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s:\n", titles[v])
+		for _, e := range entries {
+			key := e.Key
+			if e.Value != "" {
+				key += " = " + e.Value
+			}
+			fmt.Fprintf(w, "  %s: %s\n", key, e.Detail)
+		}
+	}
+}
