@@ -28,6 +28,10 @@ const (
 	ExitUsage   = 2 // unknown command or flag, or a missing argument
 	ExitIO      = 3 // the input could not be read or the output written
 	ExitRun     = 4 // run: the controller stopped on an error (bad kubeconfig, an address in use)
+	// ExitNotConverted: convert --from ingress-nginx wrote the document,
+	// but some keys (not supported, refused or unknown) did not carry
+	// over; the report names them.
+	ExitNotConverted = 5
 )
 
 // Version is set at build time with -ldflags "-X …/pkg/cli.Version=v1.2.3".
@@ -48,6 +52,9 @@ Usage:
                                   which keys of a Higress higress-config change meaning as they are
   globalconfig convert --from higress -f FILE
                                   a global-config ConfigMap from Higress's higress-config; report on stderr
+  globalconfig convert --from ingress-nginx -f FILE [--trusted-hops N] [--no-nginx-defaults] [--configmap-dir DIR]
+                                  a global-config ConfigMap from ingress-nginx's ConfigMap or Helm values;
+                                  a verdict per key on stderr; exit 5 when some keys did not carry over
   globalconfig items              list the items with their defaults
   globalconfig schema             print the JSON Schema of the document
   globalconfig version            print the version

@@ -276,3 +276,84 @@ func TestReadmeHigressExampleConverts(t *testing.T) {
 		t.Errorf("the README's report excerpt does not say %d lines; rerun the conversion and update it", lines)
 	}
 }
+
+// The controller's ConfigMap of a small ingress-nginx install, with the
+// add-headers ConfigMap it names.
+const nginxConfigMap = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: ingress-nginx-controller, namespace: ingress-nginx}
+data:
+  proxy-body-size: "8m"
+  use-gzip: "true"
+  add-headers: ingress-nginx/custom-headers
+  worker-processes: "4"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: custom-headers, namespace: ingress-nginx}
+data:
+  X-Frame-Options: SAMEORIGIN
+`
+
+func TestConvertIngressNginx(t *testing.T) {
+	code, out, errs := run(t, nginxConfigMap, "convert", "--from", "ingress-nginx", "-f", "-")
+	if code != cli.ExitOK {
+		t.Fatalf("every key converted or not needed: exit %d, want 0\n%s", code, errs)
+	}
+	if code, vout, verrs := run(t, out, "validate", "-f", "-"); code != cli.ExitOK {
+		t.Fatalf("the converted manifest: exit %d %q %q\n%s", code, vout, verrs, out)
+	}
+	for _, want := range []string{"istio: ingressgateway", "maxSize: 8Mi # proxy-body-size: 8m", "x-frame-options: SAMEORIGIN", "streamIdleTimeout: 60s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("manifest lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"converted:\n", "proxy-body-size = 8m: → requestBody.maxSize: 8Mi", "not needed with Envoy:\n  worker-processes = 4"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("report lacks %q:\n%s", want, errs)
+		}
+	}
+	// --no-nginx-defaults writes only what the ConfigMap sets.
+	_, out, errs = run(t, nginxConfigMap, "convert", "--from", "ingress-nginx", "-f", "-", "--no-nginx-defaults")
+	if strings.Contains(out, "streamIdleTimeout") || !strings.Contains(errs, "nginx default not written") {
+		t.Errorf("--no-nginx-defaults wrote a default or did not report it:\n%s\n%s", out, errs)
+	}
+
+	// A key not converted: exit 5, the document still written, and the
+	// JSON report counts it.
+	partial := strings.Replace(nginxConfigMap, `worker-processes: "4"`, `worker-processes: "4"`+"\n  server-snippet: \"return 403;\"\n  proxy-bodysize: 1m", 1)
+	code, out, errs = run(t, partial, "convert", "--from", "ingress-nginx", "-f", "-", "--report", "json")
+	if code != cli.ExitNotConverted || !strings.Contains(out, "kind: ConfigMap") {
+		t.Fatalf("exit %d, want %d with the manifest; stderr:\n%s", code, cli.ExitNotConverted, errs)
+	}
+	for _, want := range []string{`"notConverted": 2`, `"verdict": "insecure, refused"`, `"verdict": "unknown key"`, `did you mean \"proxy-body-size\"?`} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("json report lacks %s:\n%s", want, errs)
+		}
+	}
+	if strings.Contains(errs, "return 403") {
+		t.Error("the report shows a snippet's nginx configuration")
+	}
+
+	// An invalid value: exit 1, the key named, nothing written.
+	code, out, errs = run(t, strings.Replace(nginxConfigMap, `"8m"`, `"8 megabytes"`, 1), "convert", "--from", "ingress-nginx", "-f", "-")
+	if code != cli.ExitInvalid || out != "" || !strings.Contains(errs, "<stdin>: data.proxy-body-size: must be an nginx size") {
+		t.Errorf("invalid value: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+
+	// The header ConfigMap from --configmap-dir; without it, reported.
+	main, headers, _ := strings.Cut(nginxConfigMap, "---\n")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "custom-headers.yaml"), []byte(headers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := run(t, main, "convert", "--from", "ingress-nginx", "-f", "-", "--configmap-dir", dir); code != cli.ExitOK || !strings.Contains(out, "x-frame-options: SAMEORIGIN") {
+		t.Errorf("--configmap-dir: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs := run(t, main, "convert", "--from", "ingress-nginx", "-f", "-"); code != cli.ExitNotConverted || !strings.Contains(errs, "names the ConfigMap ingress-nginx/custom-headers, which was not given") {
+		t.Errorf("missing header ConfigMap: exit %d\n%s", code, errs)
+	}
+	if code, _, _ := run(t, main, "convert", "--from", "ingress-nginx", "-f", "-", "--trusted-hops", "65"); code != cli.ExitUsage {
+		t.Errorf("--trusted-hops 65: exit %d", code)
+	}
+}

@@ -8,40 +8,51 @@ import (
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/convert/higress"
+	"github.com/globalconfig/globalconfig/pkg/convert/nginx"
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
-// convert is `globalconfig convert --from higress -f FILE`.
+// convert is `globalconfig convert --from higress|ingress-nginx -f FILE`.
 func convert(args []string, env Env) int {
 	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	from := fs.String("from", "", "what the input is: higress (a higress-config ConfigMap or its higress document)")
+	from := fs.String("from", "", "what the input is: higress (a higress-config ConfigMap or its higress document) or ingress-nginx (the controller's ConfigMap, or Helm values)")
 	file := fs.String("f", "", `input file ("-" for stdin)`)
-	var opts higress.Options
-	fs.StringVar(&opts.Namespace, "higress-namespace", higress.DefaultNamespace, "Higress's namespace: its gateway reports traces as higress-gateway.<namespace>")
-	selector := fs.String("gateway-selector", "", "labels of the gateway pods, k=v[,k=v] (default higress=<higress-namespace>-higress-gateway, the label Higress's chart sets)")
-	fs.StringVar(&opts.ConfigMap, "configmap", DefaultConfigMap, "the output ConfigMap, NAMESPACE/NAME")
+	namespace := fs.String("higress-namespace", higress.DefaultNamespace, "higress: Higress's namespace; its gateway reports traces as higress-gateway.<namespace>")
+	selector := fs.String("gateway-selector", "", "labels of the gateway pods, k=v[,k=v] (default: higress=<higress-namespace>-higress-gateway for higress, istio=ingressgateway for ingress-nginx)")
+	configMap := fs.String("configmap", DefaultConfigMap, "the output ConfigMap, NAMESPACE/NAME")
 	report := fs.String("report", "text", "the report on stderr: text or json")
+	noDefaults := fs.Bool("no-nginx-defaults", false, "ingress-nginx: leave out the defaults ingress-nginx applied to keys the ConfigMap doesn't set")
+	dir := fs.String("configmap-dir", "", "ingress-nginx: a directory of ConfigMap manifests, searched for those add-headers and proxy-set-headers name")
+	hops := fs.Int("trusted-hops", -1, "ingress-nginx: how many proxies stand in front of the gateway; lets use-forwarded-headers become headers.xff.trustedHops")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
-	if *from != "higress" || *file == "" || fs.NArg() > 0 || (*report != "text" && *report != "json") {
-		fmt.Fprintln(env.Stderr, "globalconfig convert: usage: convert --from higress -f FILE [--higress-namespace NS] [--gateway-selector k=v] [--configmap NS/NAME] [--report text|json]")
+	if (*from != "higress" && *from != "ingress-nginx") || *file == "" || fs.NArg() > 0 || (*report != "text" && *report != "json") || *hops < -1 || *hops > 64 {
+		fmt.Fprintln(env.Stderr, "globalconfig convert: usage: convert --from higress|ingress-nginx -f FILE [--gateway-selector k=v] [--configmap NS/NAME] [--report text|json]\n  higress: [--higress-namespace NS]\n  ingress-nginx: [--no-nginx-defaults] [--configmap-dir DIR] [--trusted-hops N (0 to 64)]")
 		return ExitUsage
 	}
+	var sel map[string]string
 	if *selector != "" {
-		sel, err := parseSelector(*selector)
-		if err != nil {
+		var err error
+		if sel, err = parseSelector(*selector); err != nil {
 			fmt.Fprintf(env.Stderr, "globalconfig convert: --gateway-selector: %v\n", err)
 			return ExitUsage
 		}
-		opts.Selector = sel
+	}
+	if *from == "ingress-nginx" {
+		opts := nginx.Options{Selector: sel, ConfigMap: *configMap, NoDefaults: *noDefaults}
+		if *hops >= 0 {
+			n := uint32(*hops)
+			opts.TrustedHops = &n
+		}
+		return convertNginx(*file, *dir, opts, *report == "json", env)
 	}
 	in, code := readHigress(*file, env)
 	if code != ExitOK {
 		return code
 	}
-	res, err := higress.Convert(in, opts)
+	res, err := higress.Convert(in, higress.Options{Namespace: *namespace, Selector: sel, ConfigMap: *configMap})
 	if err != nil {
 		printHigressError(*file, err, env)
 		return ExitInvalid
@@ -54,6 +65,60 @@ func convert(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "%s\n", b)
 	} else {
 		res.Report.Write(env.Stderr)
+	}
+	return ExitOK
+}
+
+// convertNginx is `convert --from ingress-nginx`: the manifest on stdout,
+// the report on stderr; ExitNotConverted when some keys did not carry
+// over.
+func convertNginx(file, dir string, opts nginx.Options, jsonReport bool, env Env) int {
+	data, err := readInput(file, env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig: %v\n", err)
+		return ExitIO
+	}
+	var extra [][]byte
+	if dir != "" {
+		if extra, err = nginx.ReadDir(dir); err != nil {
+			fmt.Fprintf(env.Stderr, "globalconfig: --configmap-dir: %v\n", err)
+			return ExitIO
+		}
+	}
+	in, err := nginx.ReadInput(data, extra...)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "%s: %v\n", location(file, 0), err)
+		return ExitInvalid
+	}
+	res, err := nginx.Convert(in, opts)
+	if err != nil {
+		for _, p := range fielderr.Flatten(err) {
+			if p.Path == "" {
+				fmt.Fprintf(env.Stderr, "%s: %s\n", location(file, 0), p.Msg)
+				continue
+			}
+			fmt.Fprintf(env.Stderr, "%s: data.%s: %s\n", location(file, 0), p.Path, p.Msg)
+		}
+		return ExitInvalid
+	}
+	if _, err := env.Stdout.Write(res.Manifest); err != nil {
+		return ExitIO
+	}
+	missed := res.Report.NotConverted()
+	if jsonReport {
+		b, _ := json.MarshalIndent(struct {
+			nginx.Report
+			NotConverted int `json:"notConverted"`
+		}{res.Report, len(missed)}, "", "  ")
+		fmt.Fprintf(env.Stderr, "%s\n", b)
+	} else {
+		res.Report.Write(env.Stderr)
+	}
+	if len(missed) > 0 {
+		if !jsonReport {
+			fmt.Fprintf(env.Stderr, "%d keys or parts of keys were not converted (exit %d); the document carries the rest\n", len(missed), ExitNotConverted)
+		}
+		return ExitNotConverted
 	}
 	return ExitOK
 }

@@ -45,7 +45,11 @@ func Bool(v bool) *yaml.Node {
 
 // Float is a number scalar, at full precision.
 func Float(v float64) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(v, 'f', -1, 64)}
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0" // reads as a number without an explicit tag
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: s}
 }
 
 // List is a sequence of strings.
