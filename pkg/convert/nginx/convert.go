@@ -275,6 +275,9 @@ func (c *converter) convert() {
 	c.statusCodes()
 	for _, k := range slices.Sorted(maps.Keys(c.in.Data)) {
 		if c.used[k] {
+			if len(c.report.Find(k)) == 0 && strings.TrimSpace(c.in.Data[k]) == "" {
+				c.report.AddValue(k, `""`, DefaultAlready, "empty: nothing set")
+			}
 			continue
 		}
 		raw := strings.TrimSpace(c.in.Data[k])

@@ -139,6 +139,7 @@ var keyCases = []keyCase{
 	{key: "whitelist-source-range", value: "10.0.0.0/8,192.168.1.5", verdict: nginx.Converted, want: []string{"ipAccess.allow=[10.0.0.0/8 192.168.1.5/32]"}, note: "403 for everyone else, as in nginx"},
 	{key: "denylist-source-range", value: "203.0.113.0/24,203.0.113.9", verdict: nginx.Converted, want: []string{"ipAccess.deny=[203.0.113.0/24]"}},
 	{key: "block-cidrs", value: "198.51.100.1/24", verdict: nginx.Converted, want: []string{"ipAccess.deny=[198.51.100.0/24]"}, note: "ipAccess.deny (403 after X-Forwarded-For, as nginx), not denyConnections"},
+	{key: "whitelist-source-range", value: "", verdict: nginx.DefaultAlready, want: []string{"ipAccess=-"}},
 	{key: "block-user-agents", value: "~*sqlmap", verdict: nginx.NotSupported, note: "an AuthorizationPolicy DENY on request.headers[User-Agent]"},
 	{key: "block-referers", value: "~*spam", verdict: nginx.NotSupported},
 	// Request IDs, paths and headers.
