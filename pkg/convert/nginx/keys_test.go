@@ -63,6 +63,7 @@ var keyCases = []keyCase{
 	{key: "ssl-protocols", value: "TLSv1.2 TLSv1.3", verdict: nginx.DefaultAlready, want: []string{"tls.minVersion=-"}},
 	{key: "ssl-protocols", value: "TLSv1 TLSv1.1 TLSv1.2", with: []string{"ssl-ciphers=ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-SHA"}, verdict: nginx.Converted, want: []string{"tls.minVersion=TLSv1_0", "tls.maxVersion=TLSv1_2"}},
 	{key: "ssl-protocols", value: "TLSv1.1 TLSv1.2", verdict: nginx.Converted, want: []string{"tls.minVersion=TLSv1_2", "tls.maxVersion=TLSv1_2"}},
+	{key: "ssl-protocols", value: "SSLv3", verdict: nginx.NotSupported, want: []string{"tls.minVersion=-", "tls.hsts.maxAge=31536000"}},
 	{key: "ssl-ciphers", value: "ECDHE-RSA-AES256-GCM-SHA384:DHE-RSA-AES256-GCM-SHA384", verdict: nginx.Converted, want: []string{"tls.cipherSuites=[ECDHE-RSA-AES256-GCM-SHA384]"}, note: "DHE suites dropped (BoringSSL has none); cipher expressions (HIGH:!aNULL) are not supported"},
 	{key: "ssl-ciphers", value: "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-AES128-GCM-SHA256", verdict: nginx.DefaultAlready, want: []string{"tls.cipherSuites=-"}},
 	{key: "ssl-ciphers", value: "HIGH:!aNULL:!MD5", verdict: nginx.NotSupported, want: []string{"tls.cipherSuites=-"}},

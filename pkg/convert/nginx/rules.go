@@ -172,6 +172,20 @@ var tlsVersions = map[string]string{"TLSv1": "TLSv1_0", "TLSv1.1": "TLSv1_1", "T
 
 func (c *converter) tls() {
 	suites, cbc := c.ciphers()
+	lo := c.protocols(cbc)
+	switch {
+	case len(suites) > 0 && lo == "TLSv1_3":
+		c.report.Add("ssl-ciphers", NotNeeded, "with TLS 1.3 only, the suites have no effect (TLS 1.3's can't be configured); not written")
+	case len(suites) > 0:
+		c.write("tls.cipherSuites", out.List(suites), "ssl-ciphers")
+	}
+	c.curves()
+	c.hsts()
+}
+
+// protocols converts ssl-protocols to a range of versions; it returns the
+// lowest version written (Envoy's TLSv1_2 when none is).
+func (c *converter) protocols(cbc bool) string {
 	v := c.get("ssl-protocols", "TLSv1.2 TLSv1.3")
 	var versions, dropped []string
 	for _, p := range strings.Fields(v.raw) {
@@ -188,7 +202,7 @@ func (c *converter) tls() {
 		if len(dropped) > 0 {
 			c.report.AddValue(v.key, v.raw, NotSupported, "Envoy speaks no SSL; TLS 1.2 and 1.3 stay on")
 		}
-		return
+		return "TLSv1_2"
 	}
 	slices.Sort(versions) // TLSv1_0 < TLSv1_1 < …
 	lo, hi := versions[0], versions[len(versions)-1]
@@ -208,19 +222,12 @@ func (c *converter) tls() {
 	}
 	if lo == "TLSv1_2" && hi == "TLSv1_3" {
 		c.verdict(v, DefaultAlready, "Envoy accepts TLS 1.2 and 1.3"+suffix(strings.Join(notes, "; ")))
-	} else {
-		c.write("tls.minVersion", out.Str(lo), "ssl-protocols: "+v.raw)
-		c.write("tls.maxVersion", out.Str(hi), "")
-		c.report.AddValue(v.key, v.raw, Converted, fmt.Sprintf("→ tls.minVersion: %s, tls.maxVersion: %s on the HTTPS ports (tls.ports)%s", lo, hi, suffix(strings.Join(notes, "; "))))
+		return lo
 	}
-	switch {
-	case len(suites) > 0 && lo == "TLSv1_3":
-		c.report.Add("ssl-ciphers", NotNeeded, "with TLS 1.3 only, the suites have no effect (TLS 1.3's can't be configured); not written")
-	case len(suites) > 0:
-		c.write("tls.cipherSuites", out.List(suites), "ssl-ciphers")
-	}
-	c.curves()
-	c.hsts()
+	c.write("tls.minVersion", out.Str(lo), "ssl-protocols: "+v.raw)
+	c.write("tls.maxVersion", out.Str(hi), "")
+	c.report.AddValue(v.key, v.raw, Converted, fmt.Sprintf("→ tls.minVersion: %s, tls.maxVersion: %s on the HTTPS ports (tls.ports)%s", lo, hi, suffix(strings.Join(notes, "; "))))
+	return lo
 }
 
 // ciphers converts ssl-ciphers; it returns the suites to write (none when
