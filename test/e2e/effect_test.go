@@ -446,4 +446,15 @@ func httpFilterBeforeRouter(hcm *hcmv3.HttpConnectionManager, want *hcmv3.HttpFi
 	return nil
 }
 
+// checker returns a check of one value at the gateway against the value
+// wanted, compared as printed.
+func checker(t *testing.T) func(what string, got, want any) {
+	return func(what string, got, want any) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v at the gateway, want %v", what, got, want)
+		}
+	}
+}
+
 func yamlUnmarshal(data []byte, v any) error { return yaml.Unmarshal(data, v) }

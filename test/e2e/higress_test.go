@@ -76,12 +76,7 @@ func TestHigressConversionEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(what string, got, want any) {
-		t.Helper()
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: %v, want %v", what, got, want)
-		}
-	}
+	check := checker(t)
 	check("idle_timeout", hcm.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration(), 90*time.Second)
 	check("stream_idle_timeout (Higress: = idleTimeout)", hcm.GetStreamIdleTimeout().AsDuration(), 90*time.Second)
 	check("max_request_headers_kb (default)", hcm.GetMaxRequestHeadersKb().GetValue(), 60)

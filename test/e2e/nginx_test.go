@@ -90,12 +90,7 @@ func TestIngressNginxConversionEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(key string, got, want any) {
-		t.Helper()
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: %v at the gateway, want %v", key, got, want)
-		}
-	}
+	check := checker(t)
 	filters := map[string]*hcmv3.HttpFilter{}
 	for _, f := range hcm.GetHttpFilters() {
 		filters[f.GetName()] = f

@@ -336,7 +336,7 @@ var convertedKeys = []string{
 	"ssl-protocols", "ssl-ciphers", "ssl-ecdh-curve", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
 	"server-tokens", "hide-headers", "add-headers", "proxy-set-headers", "allow-backend-server-header",
 	"proxy-connect-timeout", "proxy-read-timeout", "proxy-send-timeout", "client-header-timeout", "client-body-timeout",
-	"keep-alive", "keep-alive-requests", "upstream-keepalive-timeout", "upstream-keepalive-requests", "http2-max-concurrent-streams",
+	"keep-alive", "keep-alive-requests", "upstream-keepalive-timeout", "upstream-keepalive-requests", "upstream-keepalive-connections", "http2-max-concurrent-streams",
 	"use-gzip", "gzip-level", "gzip-min-length", "gzip-types", "enable-brotli", "brotli-level", "brotli-min-length", "brotli-types",
 	"log-format-upstream", "log-format-escape-json", "disable-access-log", "disable-http-access-log", "access-log-path", "http-access-log-path",
 	"enable-opentelemetry", "otlp-collector-host", "otlp-collector-port", "otel-service-name", "otel-sampler", "otel-sampler-ratio",

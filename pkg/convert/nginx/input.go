@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/globalconfig/globalconfig/items"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -61,6 +62,7 @@ func ReadInput(data []byte, extra ...[]byte) (Input, error) {
 	}
 	in := Input{HeaderMaps: map[string]map[string]string{}}
 	var maps []configMap
+	var helm configMap // the controller's, from Helm values
 	for i, d := range docs {
 		if d.Kind != yaml.MappingNode {
 			return Input{}, fmt.Errorf("document %d: expected a ConfigMap, a List or Helm values, got %s", i+1, kindName(d))
@@ -91,8 +93,7 @@ func ReadInput(data []byte, extra ...[]byte) (Input, error) {
 			if err != nil {
 				return Input{}, fmt.Errorf("document %d: %w", i+1, err)
 			}
-			in.Helm = true
-			maps = append(maps, cm)
+			in.Helm, helm = true, cm
 			for k, v := range headers {
 				in.HeaderMaps[k] = v
 			}
@@ -118,13 +119,15 @@ func ReadInput(data []byte, extra ...[]byte) (Input, error) {
 			}
 		}
 	}
-	main, err := pickController(maps, in.Helm)
-	if err != nil {
-		return Input{}, err
+	main := helm
+	if !in.Helm {
+		if main, err = pickController(maps); err != nil {
+			return Input{}, err
+		}
 	}
 	in.Name, in.Namespace, in.Data = main.name, main.namespace, main.data
 	for _, cm := range maps {
-		if cm.name != main.name || cm.namespace != main.namespace {
+		if cm.name != main.name || cm.namespace != main.namespace || in.Helm {
 			in.HeaderMaps[cm.namespace+"/"+cm.name] = cm.data
 		}
 	}
@@ -133,17 +136,9 @@ func ReadInput(data []byte, extra ...[]byte) (Input, error) {
 
 // pickController finds the controller's ConfigMap among those given: the
 // only one no add-headers or proxy-set-headers names.
-func pickController(maps []configMap, helm bool) (configMap, error) {
+func pickController(maps []configMap) (configMap, error) {
 	if len(maps) == 0 {
 		return configMap{}, errors.New("no ConfigMap in the input: give ingress-nginx's controller ConfigMap (kubectl -n ingress-nginx get configmap ingress-nginx-controller -o yaml) or a Helm values file with controller.config")
-	}
-	if helm {
-		for _, cm := range maps {
-			if cm.name == "\x00helm" {
-				cm.name = "ingress-nginx-controller"
-				return cm, nil
-			}
-		}
 	}
 	referenced := map[string]bool{}
 	for _, cm := range maps {
@@ -210,7 +205,7 @@ func readConfigMap(n *yaml.Node) (configMap, error) {
 // the chart quotes every value, and the header maps the chart turns into
 // ConfigMaps of its own.
 func readHelm(controller *yaml.Node) (configMap, map[string]map[string]string, error) {
-	cm := configMap{name: "\x00helm", namespace: DefaultNamespace, data: map[string]string{}}
+	cm := configMap{name: "ingress-nginx-controller", namespace: DefaultNamespace, data: map[string]string{}}
 	headers := map[string]map[string]string{}
 	if controller.Kind != yaml.MappingNode {
 		return cm, nil, errors.New("controller must be a mapping")
@@ -325,12 +320,4 @@ func seq(n *yaml.Node, key string) []*yaml.Node {
 	return nil
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return "a single value"
-}
+func kindName(n *yaml.Node) string { return items.DescribeTag(n.ShortTag()) }

@@ -83,7 +83,6 @@ var fixedKeys = map[string]fixed{
 	"otel-schedule-delay-millis":            {NotNeeded, "nginx's span export delay; Envoy's OpenTelemetry tracer batches spans itself", ""},
 	"otel-max-export-batch-size":            {NotNeeded, "nginx's span export batch; Envoy's OpenTelemetry tracer batches spans itself", ""},
 	"opentelemetry-config":                  {NotNeeded, "the path of the nginx module's own configuration file, which ingress-nginx writes from the other keys", ""},
-	"upstream-keepalive-connections":        {NotNeeded, "nginx caches this many idle connections per worker and closes the rest; Envoy keeps every idle connection until upstream.idleTimeout (upstream-keepalive-timeout)", ""},
 
 	// No equivalent in the document.
 	"limit-rate":                          {NotSupported, "bandwidth limiting per connection; Envoy's bandwidth_limit filter is not an item of globalconfig", "no bandwidth limit, as in Envoy"},

@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -248,7 +249,9 @@ func (c *converter) ciphers() (suites []string, cbc bool) {
 			dhe = append(dhe, s)
 		case strings.HasPrefix(s, "TLS_"):
 			tls13 = append(tls13, s)
-		case strings.ContainsAny(s, "!+@") || strings.HasPrefix(s, "-") || s == strings.ToUpper(s) && !strings.Contains(s, "-") || strings.HasPrefix(s, "a") || strings.HasPrefix(s, "k") || strings.HasPrefix(s, "e"):
+		case strings.ContainsAny(s, "!+@") || strings.HasPrefix(s, "-") || !strings.Contains(s, "-"):
+			// Operators, and keywords (HIGH, aNULL, kEECDH): every suite
+			// name has a dash.
 			exprs = append(exprs, s)
 		default:
 			unknown = append(unknown, s)
@@ -417,7 +420,7 @@ func (c *converter) headerMapTo(key, path, meaning string) {
 		return
 	}
 	var done []string
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		h := strings.ToLower(name)
 		t := translate(m[name])
 		var p items.Problems
@@ -439,15 +442,6 @@ func (c *converter) headerMapTo(key, path, meaning string) {
 	if len(done) > 0 {
 		c.report.AddValue(key, v.raw, Converted, fmt.Sprintf("→ %s (%s): %s", path, strings.Join(done, ", "), meaning))
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func (c *converter) timeouts() {
@@ -507,7 +501,7 @@ func (c *converter) timeouts() {
 	} else {
 		uReq := c.get("upstream-keepalive-requests", "10000")
 		c.put(uReq, "upstream.maxRequestsPerConnection", out.Int(c.integer(uReq, 1)), "a connection to a service is closed after this many requests, as in nginx", "Envoy sets no limit")
-		c.verdict(uConns, NotNeeded, fixedKeys["upstream-keepalive-connections"].detail)
+		c.verdict(uConns, NotNeeded, "nginx caches this many idle connections per worker and closes the rest; Envoy keeps every idle connection until upstream.idleTimeout (upstream-keepalive-timeout)")
 	}
 
 	streams := c.get("http2-max-concurrent-streams", "128")

@@ -64,21 +64,14 @@ func List(values []string) *yaml.Node {
 // Shown is how a value node reads in a report: a scalar as it is, a list
 // in brackets.
 func Shown(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		var vs []string
-		for _, c := range n.Content {
-			vs = append(vs, Shown(c))
-		}
-		return "[" + strings.Join(vs, ", ") + "]"
-	case yaml.MappingNode:
-		var vs []string
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			vs = append(vs, n.Content[i].Value+": "+Shown(n.Content[i+1]))
-		}
-		return "{" + strings.Join(vs, ", ") + "}"
+	if n.Kind != yaml.SequenceNode {
+		return n.Value
 	}
-	return n.Value
+	var vs []string
+	for _, c := range n.Content {
+		vs = append(vs, c.Value)
+	}
+	return "[" + strings.Join(vs, ", ") + "]"
 }
 
 // Encode writes a document node as YAML, two spaces an indent level.
