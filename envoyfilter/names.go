@@ -45,6 +45,10 @@ const (
 	// AnnotationContentHash is a hash of the spec, so a reader (and the
 	// controller) can tell at a glance whether two specs differ.
 	AnnotationContentHash = "globalconfig.io/content-hash"
+	// AnnotationIstioVersions lists the Istio releases the object was
+	// rendered for ("1.30,1.31"): the target's fleet. Proxies of older
+	// releases get the oldest one's patches, newer ones the newest's.
+	AnnotationIstioVersions = "globalconfig.io/istio-versions"
 
 	// NamePrefix starts the name of every generated EnvoyFilter.
 	NamePrefix = "globalconfig-"

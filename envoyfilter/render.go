@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
@@ -53,18 +55,113 @@ type Placement struct {
 	Insert   Position
 }
 
-// NewObject builds the EnvoyFilter of item from its patches. Every patch
-// value passes Check; every failing patch is reported, each under
-// "patches[i]".
+// NewObject builds the EnvoyFilter of item from patches that every proxy
+// of the target gets, whatever its version.
 func NewObject(item string, at Placement, t Target, patches []Patch) (*Object, error) {
+	return NewVersionedObject(item, at, t, func(Release) ([]Patch, error) { return patches, nil })
+}
+
+// NewVersionedObject builds the EnvoyFilter of item for the Istio releases
+// of the target's fleet: build returns the item's patches for the proxies
+// of one release. Every patch value passes Check; every failing patch is
+// reported under "patches[i]".
+//
+// Where releases get different patches, each patch is scoped to the
+// releases that get it with match.proxy.proxyVersion. The ranges cover
+// every version: the oldest release's patches also go to older proxies,
+// and the newest's to newer ones, so a proxy outside the fleet still gets
+// exactly one variant. A patch every release gets is emitted once,
+// unscoped.
+func NewVersionedObject(item string, at Placement, t Target, build func(Release) ([]Patch, error)) (*Object, error) {
 	spec := &networking.EnvoyFilter{Priority: at.Priority}
 	if len(t.Selector) > 0 {
 		spec.WorkloadSelector = &networking.WorkloadSelector{Labels: t.Selector}
 	}
-	var errs fielderr.List
-	if len(patches) == 0 {
-		errs.Addf("", "item produced no patches")
+	fleet := t.Fleet()
+	var (
+		errs     fielderr.List
+		variants [][]*networking.EnvoyFilter_EnvoyConfigObjectPatch
+		firsts   []Version // the oldest release of each variant
+	)
+	failed := map[string][]string{} // build problem → the releases it hits
+	var failedOrder []string
+	for _, istio := range fleet {
+		envoy, err := EnvoyOf(istio)
+		if err != nil {
+			errs.Addf("", "%v", err)
+			continue
+		}
+		patches, err := build(Release{Istio: istio, Envoy: envoy})
+		if err != nil {
+			for _, fe := range fielderr.Flatten(err) {
+				key := fe.Path + "\x00" + fe.Msg
+				if failed[key] == nil {
+					failedOrder = append(failedOrder, key)
+				}
+				failed[key] = append(failed[key], istio.String())
+			}
+			continue
+		}
+		cps, err := configPatches(at, t, patches)
+		if err != nil {
+			errs.Add("", err)
+			return nil, errs.Err()
+		}
+		if n := len(variants); n > 0 && equalPatches(variants[n-1], cps) {
+			continue
+		}
+		variants = append(variants, cps)
+		firsts = append(firsts, istio)
 	}
+	for _, key := range failedOrder {
+		path, msg, _ := strings.Cut(key, "\x00")
+		errs.Addf(path, "%s; the targeted Istio releases include %s", msg, strings.Join(failed[key], ", "))
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	if len(variants) == 0 || len(variants[0]) == 0 {
+		errs.Addf("", "item produced no patches")
+		return nil, errs.Err()
+	}
+	if len(variants) > 1 && t.ProxyVersion != "" {
+		errs.Addf("", "needs a different configuration for Istio %s than for older proxies, which one target.proxyVersion can't express; narrow target.istioVersions instead of setting proxyVersion", firsts[1])
+		return nil, errs.Err()
+	}
+	spec.ConfigPatches = scope(variants, firsts)
+	hash, err := SpecHash(spec)
+	if err != nil {
+		return nil, err
+	}
+	ns := t.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	versions := make([]string, len(fleet))
+	for i, v := range fleet {
+		versions[i] = v.String()
+	}
+	return &Object{
+		APIVersion: APIVersion,
+		Kind:       Kind,
+		Metadata: Metadata{
+			Name:      ObjectName(item),
+			Namespace: ns,
+			Labels:    map[string]string{LabelManagedBy: ManagedByValue, LabelItem: item},
+			Annotations: map[string]string{
+				AnnotationContentHash:  hash,
+				AnnotationIstioVersions: strings.Join(versions, ","),
+			},
+		},
+		Spec: spec,
+	}, nil
+}
+
+// configPatches checks patches and turns them into Istio's shape, with the
+// target's context and proxy version.
+func configPatches(at Placement, t Target, patches []Patch) ([]*networking.EnvoyFilter_EnvoyConfigObjectPatch, error) {
+	var errs fielderr.List
+	var out []*networking.EnvoyFilter_EnvoyConfigObjectPatch
 	for i, p := range patches {
 		p = p.place(at.Insert)
 		value, err := Check(p)
@@ -80,34 +177,66 @@ func NewObject(item string, at Placement, t Target, patches []Patch) (*Object, e
 		if t.ProxyVersion != "" {
 			match.Proxy = &networking.EnvoyFilter_ProxyMatch{ProxyVersion: t.ProxyVersion}
 		}
-		spec.ConfigPatches = append(spec.ConfigPatches, &networking.EnvoyFilter_EnvoyConfigObjectPatch{
+		out = append(out, &networking.EnvoyFilter_EnvoyConfigObjectPatch{
 			ApplyTo: p.ApplyTo,
 			Match:   match,
 			Patch:   &networking.EnvoyFilter_Patch{Operation: p.Operation, Value: value},
 		})
 	}
-	if err := errs.Err(); err != nil {
-		return nil, err
+	return out, errs.Err()
+}
+
+func equalPatches(a, b []*networking.EnvoyFilter_EnvoyConfigObjectPatch) bool {
+	return slices.EqualFunc(a, b, func(x, y *networking.EnvoyFilter_EnvoyConfigObjectPatch) bool { return proto.Equal(x, y) })
+}
+
+// scope joins the variants, the first of each variant's releases given in
+// firsts: patch i common to all (same count of patches) is emitted once;
+// the others get a proxyVersion match for their variant's range. Patches
+// keep their order within each variant, which is what a proxy sees.
+func scope(variants [][]*networking.EnvoyFilter_EnvoyConfigObjectPatch, firsts []Version) []*networking.EnvoyFilter_EnvoyConfigObjectPatch {
+	if len(variants) == 1 {
+		return variants[0]
 	}
-	hash, err := SpecHash(spec)
-	if err != nil {
-		return nil, err
+	ranged := func(k int, cp *networking.EnvoyFilter_EnvoyConfigObjectPatch) *networking.EnvoyFilter_EnvoyConfigObjectPatch {
+		var from, until Version
+		if k > 0 {
+			from = firsts[k]
+		}
+		if k+1 < len(firsts) {
+			until = firsts[k+1]
+		}
+		cp = proto.Clone(cp).(*networking.EnvoyFilter_EnvoyConfigObjectPatch)
+		cp.Match.Proxy = &networking.EnvoyFilter_ProxyMatch{ProxyVersion: VersionRange(from, until)}
+		return cp
 	}
-	ns := t.Namespace
-	if ns == "" {
-		ns = DefaultNamespace
+	sameCount := true
+	for _, v := range variants[1:] {
+		sameCount = sameCount && len(v) == len(variants[0])
 	}
-	return &Object{
-		APIVersion: APIVersion,
-		Kind:       Kind,
-		Metadata: Metadata{
-			Name:        ObjectName(item),
-			Namespace:   ns,
-			Labels:      map[string]string{LabelManagedBy: ManagedByValue, LabelItem: item},
-			Annotations: map[string]string{AnnotationContentHash: hash},
-		},
-		Spec: spec,
-	}, nil
+	var out []*networking.EnvoyFilter_EnvoyConfigObjectPatch
+	if !sameCount {
+		for k, v := range variants {
+			for _, cp := range v {
+				out = append(out, ranged(k, cp))
+			}
+		}
+		return out
+	}
+	for i := range variants[0] {
+		common := true
+		for _, v := range variants[1:] {
+			common = common && proto.Equal(v[i], variants[0][i])
+		}
+		if common {
+			out = append(out, variants[0][i])
+			continue
+		}
+		for k, v := range variants {
+			out = append(out, ranged(k, v[i]))
+		}
+	}
+	return out
 }
 
 // SpecHash is a short, stable hash of an EnvoyFilter spec.

@@ -1,6 +1,7 @@
 package envoyfilter
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 
@@ -48,7 +49,10 @@ type Target struct {
 	Context      Context           `json:"context,omitempty" doc:"GATEWAY (default), SIDECAR_INBOUND, SIDECAR_OUTBOUND or ANY."`
 	Selector     map[string]string `json:"selector,omitempty" doc:"Workload labels the patches apply to; empty means every proxy of the context."`
 	Namespace    string            `json:"namespace,omitempty" doc:"Namespace of the generated EnvoyFilters (default istio-system, the root namespace)."`
-	ProxyVersion string            `json:"proxyVersion,omitempty" doc:"Optional regular expression on the proxy's Istio version."`
+	ProxyVersion string            `json:"proxyVersion,omitempty" doc:"Optional regular expression on the proxy's Istio version: only proxies whose version matches get the patches."`
+	// IstioVersions are the Istio releases of the proxies the patches
+	// must work on; see Fleet.
+	IstioVersions []Version `json:"istioVersions,omitempty" doc:"Istio releases the targeted proxies run, such as [\"1.29\", \"1.30\"]: every generated field is one their Envoy understands, with per-version variants where they differ. Default: the oldest Istio release in upstream support (1.30) and every newer one."`
 }
 
 // DefaultTarget is every gateway of the mesh, from the root namespace.
@@ -70,6 +74,9 @@ func (t Target) Override(o Target) Target {
 	}
 	if o.ProxyVersion != "" {
 		t.ProxyVersion = o.ProxyVersion
+	}
+	if o.IstioVersions != nil {
+		t.IstioVersions = o.IstioVersions
 	}
 	return t
 }
@@ -96,6 +103,11 @@ func (t Target) Validate() error {
 	if t.ProxyVersion != "" {
 		if _, err := regexp.Compile(t.ProxyVersion); err != nil {
 			errs.Addf("proxyVersion", "invalid regular expression: %v", err)
+		}
+	}
+	for i, v := range t.IstioVersions {
+		if _, err := EnvoyOf(v); err != nil {
+			errs.Addf(fmt.Sprintf("istioVersions[%d]", i), "%v", err)
 		}
 	}
 	return errs.Err()

@@ -56,6 +56,9 @@ type Registration struct {
 	// true is headers.disableXEnvoyHeaders: true). Using one creates the
 	// section if it is absent.
 	TopLevel map[string]string
+	// Needs lists the settings that need a newer Istio than the oldest
+	// globalconfig knows (see Versioned).
+	Needs []Need
 }
 
 // NewItem returns a fresh item with every default, `enable` included.
@@ -168,6 +171,42 @@ type Warner interface {
 // item's own override).
 type TargetChecker interface {
 	CheckTarget(t envoyfilter.Target) error
+}
+
+// Versioned is implemented by items whose patches depend on the Envoy
+// the proxies run: a field only newer Envoys know, or one newer Envoys
+// prefer. BuildFor is Build for the proxies of one Istio release; the
+// renderer calls it for every release of the target's fleet
+// (target.istioVersions) and scopes the patches that differ to their
+// releases with match.proxy.proxyVersion. When a setting can't be put
+// into effect on r at all, BuildFor returns a *fielderr.Error with the
+// path of that setting, relative to the section; the renderer adds the
+// releases it fails for.
+//
+// An item with a Versioned field declares it in Registration.Needs, so
+// `globalconfig items` and the README can show it; `make compat` checks
+// that what BuildFor emits for each release decodes with that release's
+// Envoy API.
+type Versioned interface {
+	BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error)
+}
+
+// Need is an optional setting of an item that needs a newer Istio than the
+// item itself, and what older proxies get instead.
+type Need struct {
+	// Setting is the document path, relative to the section
+	// ("zipkin.w3c").
+	Setting string
+	// Field is the Envoy field it generates on newer proxies
+	// ("trace_context_option").
+	Field string
+	// Envoy is the oldest Envoy release that understands what the
+	// setting generates; the Istio release follows from
+	// envoyfilter.Releases.
+	Envoy envoyfilter.Version
+	// Older says what proxies of older releases get: a fallback, or that
+	// validation refuses the setting for them.
+	Older string
 }
 
 // SecretHolder is implemented by items whose sections carry secret values

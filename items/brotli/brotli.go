@@ -35,8 +35,9 @@ type Brotli struct {
 }
 
 var (
-	_ items.Item = (*Brotli)(nil)
-	_ items.Enum = EncoderMode("")
+	_ items.Item      = (*Brotli)(nil)
+	_ items.Versioned = (*Brotli)(nil)
+	_ items.Enum      = EncoderMode("")
 )
 
 // EncoderMode is a brotli encoder mode by Envoy's enum name.
@@ -52,6 +53,7 @@ func init() {
 		Stage:            envoyfilter.StageCompression,
 		EnabledByDefault: true,
 		New:              New,
+		Needs:            []items.Need{compression.Need},
 	})
 }
 
@@ -79,8 +81,11 @@ func (b *Brotli) Validate() error {
 	return p.Err()
 }
 
-// Build implements items.Item.
-func (b *Brotli) Build() ([]envoyfilter.Patch, error) {
+// Build implements items.Item: the patch for the newest Envoy.
+func (b *Brotli) Build() ([]envoyfilter.Patch, error) { return b.BuildFor(envoyfilter.Newest()) }
+
+// BuildFor implements items.Versioned.
+func (b *Brotli) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 	lib := &brotliv3.Brotli{
 		Quality:                       wrapperspb.UInt32(b.Quality),
 		EncoderMode:                   brotliv3.Brotli_EncoderMode(brotliv3.Brotli_EncoderMode_value[string(b.EncoderMode)]),
@@ -89,7 +94,7 @@ func (b *Brotli) Build() ([]envoyfilter.Patch, error) {
 		ChunkSize:                     wrapperspb.UInt32(b.ChunkSize),
 		DisableLiteralContextModeling: b.DisableLiteralContextModeling,
 	}
-	p, err := compression.Patch(Name, b.Response, lib)
+	p, err := compression.Patch(Name, b.Response, lib, r.Envoy)
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,10 @@ type Gzip struct {
 }
 
 var (
-	_ items.Item = (*Gzip)(nil)
-	_ items.Enum = Level("")
-	_ items.Enum = Strategy("")
+	_ items.Item      = (*Gzip)(nil)
+	_ items.Versioned = (*Gzip)(nil)
+	_ items.Enum      = Level("")
+	_ items.Enum      = Strategy("")
 )
 
 // Level is a gzip compression level by Envoy's enum name.
@@ -57,6 +58,7 @@ func init() {
 		Stage:            envoyfilter.StageCompression,
 		EnabledByDefault: true,
 		New:              New,
+		Needs:            []items.Need{compression.Need},
 	})
 }
 
@@ -83,8 +85,11 @@ func (g *Gzip) Validate() error {
 	return p.Err()
 }
 
-// Build implements items.Item.
-func (g *Gzip) Build() ([]envoyfilter.Patch, error) {
+// Build implements items.Item: the patch for the newest Envoy.
+func (g *Gzip) Build() ([]envoyfilter.Patch, error) { return g.BuildFor(envoyfilter.Newest()) }
+
+// BuildFor implements items.Versioned.
+func (g *Gzip) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 	lib := &gzipv3.Gzip{
 		MemoryLevel:         wrapperspb.UInt32(g.MemoryLevel),
 		WindowBits:          wrapperspb.UInt32(g.WindowBits),
@@ -92,7 +97,7 @@ func (g *Gzip) Build() ([]envoyfilter.Patch, error) {
 		CompressionLevel:    gzipv3.Gzip_CompressionLevel(gzipv3.Gzip_CompressionLevel_value[string(g.CompressionLevel)]),
 		CompressionStrategy: gzipv3.Gzip_CompressionStrategy(gzipv3.Gzip_CompressionStrategy_value[string(g.CompressionStrategy)]),
 	}
-	p, err := compression.Patch(Name, g.Response, lib)
+	p, err := compression.Patch(Name, g.Response, lib, r.Envoy)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
 )
 
@@ -40,6 +41,11 @@ const (
 	DefaultSampling = 100.0
 	// DefaultTimeout is Higress's collector timeout.
 	DefaultTimeout = 500 * time.Millisecond
+	// ZipkinTimeout is the timeout of Envoy's requests to a Zipkin
+	// collector named by collector_cluster (its runtime key
+	// tracing.zipkin.request_timeout), written out where collector_service
+	// needs one, so every proxy of a mixed fleet behaves alike.
+	ZipkinTimeout = 5 * time.Second
 	// DefaultZipkinPath is the Zipkin v2 JSON span endpoint.
 	DefaultZipkinPath = "/api/v2/spans"
 	// DefaultOTLPHTTPPath is the OTLP/HTTP trace endpoint.
@@ -53,7 +59,7 @@ const (
 type Tracing struct {
 	items.Toggle
 	Sampling      float64              `json:"sampling" doc:"Percentage of requests traced, 0 to 100, kept at full precision (0.01 stays 0.01)."`
-	Timeout       items.Millis         `json:"timeout" doc:"Collector request timeout for skywalking and opentelemetry; a bare integer is milliseconds (Higress), or a duration such as \"2s\". Zipkin and datadog name a collector cluster and have none (as in Higress)."`
+	Timeout       items.Millis         `json:"timeout" doc:"Collector request timeout for skywalking and opentelemetry; a bare integer is milliseconds (Higress), or a duration such as \"2s\". Zipkin and datadog have none (as in Higress): Envoy's 5 s applies to zipkin."`
 	ServiceName   string               `json:"serviceName" doc:"Service name reported to the backend (opentelemetry, skywalking, datadog)."`
 	CustomTags    map[string]CustomTag `json:"customTags" doc:"Tags added to every span, by tag name."`
 	Zipkin        *Zipkin              `json:"zipkin" doc:"Send spans to a Zipkin collector (HTTP JSON v2)."`
@@ -64,6 +70,7 @@ type Tracing struct {
 
 var (
 	_ items.Item         = (*Tracing)(nil)
+	_ items.Versioned    = (*Tracing)(nil)
 	_ items.SecretHolder = (*Tracing)(nil)
 	_ items.Enum         = Protocol("")
 )
@@ -87,7 +94,16 @@ type Backend struct {
 type Zipkin struct {
 	Backend
 	Path string `json:"path" doc:"Span endpoint path (default /api/v2/spans)."`
+	W3C  bool   `json:"w3c" doc:"Also read and send W3C traceparent headers beside B3 (Envoy's USE_B3_WITH_W3C_PROPAGATION). Needs Istio 1.28 (Envoy 1.36) or newer on every targeted proxy."`
 }
+
+// The Envoy releases zipkin settings need.
+var (
+	// zipkinService is the first Envoy with ZipkinConfig.collector_service
+	// (an HttpService: cluster, path, host and timeout in one) and
+	// trace_context_option.
+	zipkinService = envoyfilter.Version{Major: 1, Minor: 36}
+)
 
 // Skywalking is the skywalking backend.
 type Skywalking struct {
@@ -129,6 +145,10 @@ func init() {
 		// Higress's default: tracing is off until `enable: true`.
 		EnabledByDefault: false,
 		New:              New,
+		Needs: []items.Need{
+			{Setting: "zipkin", Field: "collector_service", Envoy: zipkinService, Older: "collector_cluster and collector_endpoint, to the same effect"},
+			{Setting: "zipkin.w3c", Field: "trace_context_option", Envoy: zipkinService, Older: "refused by validation"},
+		},
 	})
 }
 
@@ -232,9 +252,14 @@ func (c CustomTag) validate(p *items.Problems, path string) {
 	}
 }
 
-// Build implements items.Item.
+// Build implements items.Item: the patches for the newest Envoy.
 func (t *Tracing) Build() ([]envoyfilter.Patch, error) {
-	provider, cluster, grpc, err := t.provider()
+	return t.BuildFor(envoyfilter.Newest())
+}
+
+// BuildFor implements items.Versioned.
+func (t *Tracing) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+	provider, cluster, grpc, err := t.provider(r.Envoy)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +301,7 @@ func (t *Tracing) Build() ([]envoyfilter.Patch, error) {
 
 // provider builds the tracer config of the one backend. It returns the
 // collector cluster and whether the backend speaks gRPC.
-func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
+func (t *Tracing) provider(envoy envoyfilter.Version) (*tracev3.Tracing_Http, string, bool, error) {
 	var (
 		name string
 		cfg  proto.Message
@@ -284,19 +309,13 @@ func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
 		grpc bool
 	)
 	timeout := durationpb.New(t.Timeout.Duration)
+	var err error
 	switch {
 	case t.Zipkin != nil:
 		b = t.Zipkin.Backend
 		name = envoyfilter.TracerZipkin
-		// collector_cluster and collector_endpoint, as Higress sends
-		// them: every Envoy of a mixed fleet knows them, while
-		// collector_service needs Envoy 1.36 (Istio 1.28). They carry no
-		// timeout; the cluster's settings apply.
-		cfg = &tracev3.ZipkinConfig{
-			CollectorCluster:         envoyfilter.OutboundCluster(b.Service, uint32(b.Port)),
-			CollectorEndpoint:        cmp.Or(t.Zipkin.Path, DefaultZipkinPath),
-			CollectorHostname:        b.Service,
-			CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON,
+		if cfg, err = t.zipkin(envoy); err != nil {
+			return nil, "", false, err
 		}
 	case t.Skywalking != nil:
 		b, grpc = t.Skywalking.Backend, true
@@ -334,6 +353,30 @@ func (t *Tracing) provider() (*tracev3.Tracing_Http, string, bool, error) {
 	}
 	provider := &tracev3.Tracing_Http{Name: name, ConfigType: &tracev3.Tracing_Http_TypedConfig{TypedConfig: typed}}
 	return provider, envoyfilter.OutboundCluster(b.Service, uint32(b.Port)), grpc, nil
+}
+
+// zipkin is the Zipkin tracer config for proxies of envoy. From Envoy 1.36
+// it is collector_service, which the older fields are to be deprecated
+// for; older Envoys know only collector_cluster and collector_endpoint, as
+// Higress sends them.
+func (t *Tracing) zipkin(envoy envoyfilter.Version) (*tracev3.ZipkinConfig, error) {
+	z := t.Zipkin
+	path := cmp.Or(z.Path, DefaultZipkinPath)
+	cfg := &tracev3.ZipkinConfig{CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON}
+	if !envoy.AtLeast(zipkinService) {
+		if z.W3C {
+			return nil, &fielderr.Error{Path: "zipkin.w3c", Msg: items.NeedsMsg(zipkinService)}
+		}
+		cfg.CollectorCluster = envoyfilter.OutboundCluster(z.Service, uint32(z.Port))
+		cfg.CollectorEndpoint = path
+		cfg.CollectorHostname = z.Service
+		return cfg, nil
+	}
+	cfg.CollectorService = httpService(z.Backend, path, durationpb.New(ZipkinTimeout))
+	if z.W3C {
+		cfg.TraceContextOption = tracev3.ZipkinConfig_USE_B3_WITH_W3C_PROPAGATION
+	}
+	return cfg, nil
 }
 
 func httpService(b Backend, path string, timeout *durationpb.Duration) *corev3.HttpService {

@@ -29,8 +29,9 @@ type Zstd struct {
 }
 
 var (
-	_ items.Item = (*Zstd)(nil)
-	_ items.Enum = Strategy("")
+	_ items.Item      = (*Zstd)(nil)
+	_ items.Versioned = (*Zstd)(nil)
+	_ items.Enum      = Strategy("")
 )
 
 // Strategy is a zstd strategy by Envoy's enum name.
@@ -46,6 +47,7 @@ func init() {
 		Stage:            envoyfilter.StageCompression,
 		EnabledByDefault: true,
 		New:              New,
+		Needs:            []items.Need{compression.Need},
 	})
 }
 
@@ -69,15 +71,18 @@ func (z *Zstd) Validate() error {
 	return p.Err()
 }
 
-// Build implements items.Item.
-func (z *Zstd) Build() ([]envoyfilter.Patch, error) {
+// Build implements items.Item: the patch for the newest Envoy.
+func (z *Zstd) Build() ([]envoyfilter.Patch, error) { return z.BuildFor(envoyfilter.Newest()) }
+
+// BuildFor implements items.Versioned.
+func (z *Zstd) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 	lib := &zstdv3.Zstd{
 		CompressionLevel: wrapperspb.UInt32(z.CompressionLevel),
 		EnableChecksum:   z.EnableChecksum,
 		Strategy:         zstdv3.Zstd_Strategy(zstdv3.Zstd_Strategy_value[string(z.Strategy)]),
 		ChunkSize:        wrapperspb.UInt32(z.ChunkSize),
 	}
-	p, err := compression.Patch(Name, z.Response, lib)
+	p, err := compression.Patch(Name, z.Response, lib, r.Envoy)
 	if err != nil {
 		return nil, err
 	}

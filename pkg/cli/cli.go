@@ -108,19 +108,26 @@ func version() string {
 	return "dev"
 }
 
-// fileFlag parses `-f FILE` for render and validate.
-func fileFlag(name string, args []string, env Env) (string, bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	file := fs.String("f", "", `document file: a ConfigMap manifest or the bare document ("-" for stdin)`)
-	if err := fs.Parse(args); err != nil {
-		return "", false
+// istioVersionsUsage is the help of render's and validate's --istio-versions.
+const istioVersionsUsage = "Istio releases the proxies run, comma-separated (1.27,1.28,...): render for them instead of what the document's targets declare"
+
+// parseIstioVersions reads --istio-versions; "" is none.
+func parseIstioVersions(s string) ([]envoyfilter.Version, error) {
+	if s == "" {
+		return nil, nil
 	}
-	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "globalconfig %s: exactly one -f FILE is required\n", name)
-		return "", false
+	var out []envoyfilter.Version
+	for _, part := range strings.Split(s, ",") {
+		v, err := envoyfilter.ParseVersion(strings.TrimSpace(part))
+		if err == nil {
+			_, err = envoyfilter.EnvoyOf(v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--istio-versions: %v", err)
+		}
+		out = append(out, v)
 	}
-	return *file, true
+	return out, nil
 }
 
 func readInput(file string, env Env) ([]byte, error) {
@@ -130,15 +137,16 @@ func readInput(file string, env Env) ([]byte, error) {
 	return os.ReadFile(file)
 }
 
-// load reads, parses and renders a file. It prints problems itself and
-// returns the exit code to use when it fails.
-func load(file string, env Env) (*document.Document, []*envoyfilter.Object, int) {
+// load reads, parses and renders a file, for the Istio releases fleet when
+// it is given. It prints problems itself and returns the exit code to use
+// when it fails.
+func load(file string, fleet []envoyfilter.Version, env Env) (*document.Document, []*envoyfilter.Object, int) {
 	data, err := readInput(file, env)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "globalconfig: %v\n", err)
 		return nil, nil, ExitIO
 	}
-	doc, err := document.ParseFile(data)
+	doc, err := document.NewParserFor(fleet).ParseFile(data)
 	if err == nil {
 		var objs []*envoyfilter.Object
 		if objs, err = manager.Desired(doc); err == nil {
@@ -181,11 +189,23 @@ func printProblems(file string, err error, w io.Writer) {
 }
 
 func render(args []string, env Env) int {
-	file, ok := fileFlag("render", args, env)
-	if !ok {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	file := fs.String("f", "", `document file: a ConfigMap manifest or the bare document ("-" for stdin)`)
+	versions := fs.String("istio-versions", "", istioVersionsUsage)
+	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
-	_, objs, code := load(file, env)
+	if *file == "" || fs.NArg() > 0 {
+		fmt.Fprintln(env.Stderr, "globalconfig render: exactly one -f FILE is required")
+		return ExitUsage
+	}
+	fleet, err := parseIstioVersions(*versions)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig render: %v\n", err)
+		return ExitUsage
+	}
+	_, objs, code := load(*file, fleet, env)
 	if code != ExitOK {
 		return code
 	}
@@ -205,6 +225,7 @@ func validate(args []string, env Env) int {
 	fs.SetOutput(env.Stderr)
 	file := fs.String("f", "", `document file: a ConfigMap manifest or the bare document ("-" for stdin)`)
 	asHigress := fs.Bool("higress", false, "the file is Higress's higress-config: say which keys change meaning in globalconfig as they are")
+	versions := fs.String("istio-versions", "", istioVersionsUsage)
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -212,10 +233,15 @@ func validate(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "globalconfig validate: exactly one -f FILE is required")
 		return ExitUsage
 	}
+	fleet, err := parseIstioVersions(*versions)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig validate: %v\n", err)
+		return ExitUsage
+	}
 	if *asHigress {
 		return validateHigress(*file, env)
 	}
-	doc, objs, code := load(*file, env)
+	doc, objs, code := load(*file, fleet, env)
 	if code != ExitOK {
 		return code
 	}
@@ -246,7 +272,11 @@ func listItems(args []string, env Env) int {
 		if i > 0 {
 			fmt.Fprintln(env.Stdout)
 		}
-		fmt.Fprintf(env.Stdout, "# %s — %s\n%s:\n", r.Name, r.Summary, r.Name)
+		fmt.Fprintf(env.Stdout, "# %s — %s\n", r.Name, r.Summary)
+		for _, line := range r.Support() {
+			fmt.Fprintf(env.Stdout, "# %s\n", line)
+		}
+		fmt.Fprintf(env.Stdout, "%s:\n", r.Name)
 		for _, line := range strings.Split(strings.TrimRight(string(defaults), "\n"), "\n") {
 			fmt.Fprintf(env.Stdout, "  %s\n", line)
 		}

@@ -219,13 +219,14 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 	return writes, nil
 }
 
-// equals reports whether the live object already is d: the labels and
-// content hash annotation are there, and the spec itself hashes to d's
+// equals reports whether the live object already is d: the labels, the
+// content hash and Istio versions annotations are there, and the spec itself hashes to d's
 // hash (so an edit that kept the annotation is still seen as drift).
 func equals(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
 	if l.Labels[envoyfilter.LabelManagedBy] != envoyfilter.ManagedByValue ||
 		l.Labels[envoyfilter.LabelItem] != d.Item() ||
-		l.Annotations[envoyfilter.AnnotationContentHash] != d.Hash() {
+		l.Annotations[envoyfilter.AnnotationContentHash] != d.Hash() ||
+		l.Annotations[envoyfilter.AnnotationIstioVersions] != d.Metadata.Annotations[envoyfilter.AnnotationIstioVersions] {
 		return false
 	}
 	h, err := envoyfilter.SpecHash(&l.Spec)

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
 )
@@ -26,6 +27,8 @@ type decoder struct {
 	// cache holds the sections of the last valid document, and decoded
 	// the sections of this one, by item name.
 	cache, decoded map[string]cachedSection
+	// fleet, when set, replaces every target's istioVersions.
+	fleet []envoyfilter.Version
 }
 
 func newDecoder() *decoder {

@@ -93,8 +93,9 @@ func Parse(data []byte) (*Document, error) {
 // unchanged is not decoded or validated again. It is safe for concurrent
 // use; the sections it returns are shared, so never change them.
 type Parser struct {
-	mu   sync.Mutex
-	last map[string]cachedSection // by item name
+	mu    sync.Mutex
+	last  map[string]cachedSection // by item name
+	fleet []envoyfilter.Version
 }
 
 // cachedSection is a decoded section and the hash of the YAML it came from.
@@ -105,6 +106,15 @@ type cachedSection struct {
 
 // NewParser returns a Parser with an empty cache.
 func NewParser() *Parser { return &Parser{last: map[string]cachedSection{}} }
+
+// NewParserFor returns a Parser whose documents render for the Istio
+// releases istioVersions, whatever their targets declare: the CLI's
+// --istio-versions, for checking a document against a mixed fleet.
+func NewParserFor(istioVersions []envoyfilter.Version) *Parser {
+	p := NewParser()
+	p.fleet = istioVersions
+	return p
+}
 
 // Parse is the package's Parse, reusing unchanged sections.
 func (p *Parser) Parse(data []byte) (*Document, error) { return p.parse(data, 0) }
@@ -118,10 +128,12 @@ func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 		return nil, &Error{Problems: []*fielderr.Error{syntaxError(err, lineOffset)}}
 	}
 	d := newDecoder()
+	d.fleet = p.fleet
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d.cache = p.last
 	doc := &Document{Target: envoyfilter.DefaultTarget()}
+	doc.Target.IstioVersions = p.fleet
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 && !isNull(root.Content[0]) {
 		d.decodeDocument(root.Content[0], doc)
 	}
@@ -182,6 +194,9 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 	d.eachKey(n, "", func(key string, kn, vn *yaml.Node) {
 		if key == TargetKey {
 			d.decodeTarget(vn, &doc.Target, TargetKey)
+			if d.fleet != nil {
+				doc.Target.IstioVersions = d.fleet
+			}
 			return
 		}
 		if reg, ok := aliases[key]; ok {
@@ -321,6 +336,9 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 				d.lines[fielderr.Join(reg.Name, TargetKey)] = n.Content[i].Line
 				d.decodeTarget(n.Content[i+1], &override, fielderr.Join(reg.Name, TargetKey))
 				s.Target = docTarget.Override(override)
+				if d.fleet != nil {
+					s.Target.IstioVersions = d.fleet
+				}
 			}
 		}
 	}

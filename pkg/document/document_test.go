@@ -367,3 +367,47 @@ func topLevelKeys() []string {
 	slices.Sort(keys)
 	return keys
 }
+
+func TestIstioVersions(t *testing.T) {
+	doc, err := document.Parse([]byte(`
+target:
+  istioVersions: [1.30, "1.28", 1.31.2]
+gzip:
+  target:
+    istioVersions: ["1.27"]
+brotli: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := func(minor int) envoyfilter.Version { return envoyfilter.Version{Major: 1, Minor: minor} }
+	// An unquoted 1.30 is 1.30, not the number 1.3.
+	if got := doc.Target.Fleet(); len(got) != 3 || got[0] != v(28) || got[1] != v(30) || got[2] != v(31) {
+		t.Errorf("document fleet %v, want [1.28 1.30 1.31]", got)
+	}
+	if got := section(t, doc, "gzip").Target.Fleet(); len(got) != 1 || got[0] != v(27) {
+		t.Errorf("gzip's own istioVersions: %v", got)
+	}
+	if got := section(t, doc, "brotli").Target.Fleet(); len(got) != 3 {
+		t.Errorf("brotli inherits the document's: %v", got)
+	}
+	// The CLI's --istio-versions replaces both.
+	doc, err = document.NewParserFor([]envoyfilter.Version{v(29)}).Parse([]byte("target:\n  istioVersions: [1.30]\ngzip:\n  target:\n    istioVersions: [1.27]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := section(t, doc, "gzip").Target.Fleet(); len(got) != 1 || got[0] != v(29) {
+		t.Errorf("with NewParserFor(1.29), gzip's fleet is %v", got)
+	}
+
+	got := problems(t, "target:\n  istioVersions: [1.24, latest, true]\n")
+	for _, want := range []string{
+		"02: target.istioVersions[0]: Istio 1.24 is older than every release globalconfig knows (1.25 to 1.31)",
+		"02: target.istioVersions[1]: must be a version such as \"1.28\", got \"latest\"",
+		"02: target.istioVersions[2]: must be a version such as \"1.28\", got bool \"true\"",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("problems %q lack %q", got, want)
+		}
+	}
+}

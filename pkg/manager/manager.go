@@ -123,13 +123,27 @@ func (m *Manager) Build(doc *document.Document) Result {
 
 // build runs one item and checks its EnvoyFilter. An item whose section
 // asks for nothing at the proxy (downstream with only routeTimeout: 0)
-// returns no patches and gets no EnvoyFilter.
+// returns no patches and gets no EnvoyFilter. A Versioned item is built
+// for each Istio release of its target's fleet.
 func build(s document.Section) (*envoyfilter.Object, error) {
-	patches, err := s.Item.Build()
-	if err != nil || len(patches) == 0 {
-		return nil, err
+	v, ok := s.Item.(items.Versioned)
+	if !ok {
+		patches, err := s.Item.Build()
+		if err != nil || len(patches) == 0 {
+			return nil, err
+		}
+		return envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)
 	}
-	return envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)
+	empty := true
+	obj, err := envoyfilter.NewVersionedObject(s.Name, s.Placement, s.Target, func(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+		patches, err := v.BuildFor(r)
+		empty = empty && err == nil && len(patches) == 0
+		return patches, err
+	})
+	if empty {
+		return nil, nil
+	}
+	return obj, err
 }
 
 // Desired builds every enabled item of doc from scratch, sorted by name.

@@ -9,6 +9,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -64,10 +65,18 @@ func (r Response) Validate(p *items.Problems) {
 	}
 }
 
+// ContentTypeMatcher is the first Envoy with the compressor's
+// content_type_matcher, which deprecates content_type.
+var ContentTypeMatcher = envoyfilter.Version{Major: 1, Minor: 40}
+
+// Need is what the compression items declare in Registration.Needs.
+var Need = items.Need{Setting: "contentType", Field: "content_type_matcher", Envoy: ContentTypeMatcher, Older: "content_type, the same media types (deprecated from Envoy 1.40)"}
+
 // Patch builds the compressor filter for library (named name, configured by
-// lib) and inserts it at the compression stage's position. Only responses are compressed:
-// the request direction is left unset, which Envoy treats as off.
-func Patch(name string, r Response, lib proto.Message) (envoyfilter.Patch, error) {
+// lib) for proxies of envoy and inserts it at the compression stage's
+// position. Only responses are compressed: the request direction is left
+// unset, which Envoy treats as off.
+func Patch(name string, r Response, lib proto.Message, envoy envoyfilter.Version) (envoyfilter.Patch, error) {
 	typedLib, err := anypb.New(lib)
 	if err != nil {
 		return envoyfilter.Patch{}, fmt.Errorf("pack %s library: %w", name, err)
@@ -76,11 +85,24 @@ func Patch(name string, r Response, lib proto.Message) (envoyfilter.Patch, error
 		ResponseDirectionConfig: &compressorv3.Compressor_ResponseDirectionConfig{
 			CommonConfig: &compressorv3.Compressor_CommonDirectionConfig{
 				MinContentLength: wrapperspb.UInt32(r.MinContentLength),
-				ContentType:      r.ContentType,
 			},
 			DisableOnEtagHeader: r.DisableOnEtagHeader,
 		},
 		CompressorLibrary: &corev3.TypedExtensionConfig{Name: name, TypedConfig: typedLib},
+	}
+	common := c.ResponseDirectionConfig.CommonConfig
+	if envoy.AtLeast(ContentTypeMatcher) {
+		// A prefix match, case-insensitive, of the media type: it holds
+		// whether or not Envoy strips parameters (";charset=utf-8")
+		// before matching, as it does for content_type.
+		for _, ct := range r.ContentType {
+			common.ContentTypeMatcher = append(common.ContentTypeMatcher, &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: ct},
+				IgnoreCase:   true,
+			})
+		}
+	} else {
+		common.ContentType = r.ContentType
 	}
 	return envoyfilter.InsertHTTPFilter(envoyfilter.Compressor+"."+name, c)
 }

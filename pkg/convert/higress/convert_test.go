@@ -307,8 +307,12 @@ tracing:
 	zipkin := &tracev3.ZipkinConfig{}
 	tr = tracingOf(t, convert(t, "tracing:\n  enable: true\n  sampling: 0.05\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: \"9411\"}\n"), zipkin)
 	// Higress: collector_cluster, collector_endpoint /api/v2/spans,
-	// HTTP_JSON; its sampling is %.1f, ours full precision.
-	if zipkin.GetCollectorCluster() != "outbound|9411||zipkin.istio-system.svc.cluster.local" || zipkin.GetCollectorEndpoint() != "/api/v2/spans" ||
+	// HTTP_JSON, Envoy's 5 s request timeout; for the default fleet (Istio
+	// 1.28 and newer) the same as collector_service. Higress's sampling is
+	// %.1f, ours full precision.
+	uri := zipkin.GetCollectorService().GetHttpUri()
+	if uri.GetCluster() != "outbound|9411||zipkin.istio-system.svc.cluster.local" || uri.GetUri() != "http://zipkin.istio-system.svc.cluster.local:9411/api/v2/spans" ||
+		uri.GetTimeout().AsDuration() != 5*time.Second ||
 		zipkin.GetCollectorEndpointVersion() != tracev3.ZipkinConfig_HTTP_JSON || tr.GetRandomSampling().GetValue() != 0.05 {
 		t.Errorf("zipkin %v, sampling %v", zipkin, tr.GetRandomSampling())
 	}

@@ -1,0 +1,54 @@
+package items
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+)
+
+// Support says which Istio releases understand what the item generates:
+// the first line for the item, then one line per Need. `globalconfig
+// items` prints it and the README's compatibility table is made from it.
+func (r Registration) Support() []string {
+	lines := []string{fmt.Sprintf("Istio %s and newer", envoyfilter.Releases[0].Istio)}
+	for _, n := range r.Needs {
+		lines = append(lines, fmt.Sprintf("%s → %s: %s; older proxies: %s", n.Setting, n.Field, Since(n.Envoy), n.Older))
+	}
+	return lines
+}
+
+// Since names the Istio releases whose proxies run Envoy envoy or newer.
+func Since(envoy envoyfilter.Version) string {
+	if istio, ok := envoyfilter.IstioOf(envoy); ok {
+		return fmt.Sprintf("Istio %s and newer (Envoy %s)", istio, envoy)
+	}
+	return fmt.Sprintf("Envoy %s, in no Istio release globalconfig knows yet (newest: %s)", envoy, envoyfilter.Newest().Istio)
+}
+
+// CompatibilityTable is the README's table of which Istio releases
+// understand each item, in Markdown.
+func CompatibilityTable() string {
+	var b strings.Builder
+	b.WriteString("| item | oldest Istio | settings that need a newer one |\n|---|---|---|\n")
+	for _, r := range All() {
+		var needs []string
+		for _, n := range r.Needs {
+			needs = append(needs, fmt.Sprintf("`%s` (`%s`): %s; older proxies: %s", n.Setting, n.Field, Since(n.Envoy), n.Older))
+		}
+		if len(needs) == 0 {
+			needs = []string{"—"}
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.Name, envoyfilter.Releases[0].Istio, strings.Join(needs, "<br>"))
+	}
+	return b.String()
+}
+
+// NeedsMsg is the problem of a setting that proxies older than the first
+// Istio release with Envoy envoy can't have.
+func NeedsMsg(envoy envoyfilter.Version) string {
+	if istio, ok := envoyfilter.IstioOf(envoy); ok {
+		return fmt.Sprintf("needs Istio %s or newer (Envoy %s)", istio, envoy)
+	}
+	return fmt.Sprintf("needs Envoy %s or newer, which no Istio release globalconfig knows ships", envoy)
+}
