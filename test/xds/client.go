@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,15 +34,19 @@ const (
 )
 
 // GatewayNode is the node of an ingress gateway pod in istio-system with
-// the labels istio: ingressgateway.
-func GatewayNode() *corev3.Node {
+// the labels istio: ingressgateway, running Istio 1.31.
+func GatewayNode() *corev3.Node { return GatewayNodeIn("istio-system", "10.1.1.1", "1.31.0") }
+
+// GatewayNodeIn is the node of an ingress gateway pod (labels istio:
+// ingressgateway) in namespace at ip, whose proxy reports istioVersion.
+func GatewayNodeIn(namespace, ip, istioVersion string) *corev3.Node {
 	md, _ := structpb.NewStruct(map[string]any{
-		"ISTIO_VERSION": "1.31.0",
-		"NAMESPACE":     "istio-system",
+		"ISTIO_VERSION": istioVersion,
+		"NAMESPACE":     namespace,
 		"CLUSTER_ID":    "Kubernetes",
 		"LABELS":        map[string]any{"istio": "ingressgateway"},
 	})
-	return &corev3.Node{Id: "router~10.1.1.1~gw-0.istio-system~istio-system.svc.cluster.local", Metadata: md}
+	return &corev3.Node{Id: fmt.Sprintf("router~%s~gw-%s.%s~%s.svc.cluster.local", ip, strings.ReplaceAll(ip, ".", "-"), namespace, namespace), Metadata: md}
 }
 
 // SidecarNode is the node of a sidecar of a pod in namespace with labels,
@@ -79,6 +84,7 @@ type Client struct {
 	snap    Snapshot
 	updated chan struct{} // closed and replaced on every update
 	last    time.Time     // when the last response arrived
+	pushes  int           // responses received, of any type
 	err     error
 	routes  []string // route names subscribed to
 }
@@ -111,6 +117,14 @@ func Dial(ctx context.Context, addr string, node *corev3.Node) (*Client, error) 
 	}
 	go c.recv()
 	return c, nil
+}
+
+// Pushes counts the discovery responses received so far, of every type:
+// istiod answers each push with one per type the proxy watches.
+func (c *Client) Pushes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pushes
 }
 
 // Close ends the stream.
@@ -182,6 +196,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 		c.routes = routeNames
 	}
 	c.last = time.Now()
+	c.pushes++
 	close(c.updated)
 	c.updated = make(chan struct{})
 	c.mu.Unlock()
