@@ -121,16 +121,23 @@ func appliesToGateway(o *envoyfilter.Object) bool {
 			return false
 		}
 	}
+	// Version-scoped variants: the object applies when one of its patches
+	// is for the gateway's version.
+	versionMatch := false
 	for _, cp := range o.Spec.GetConfigPatches() {
-		m := cp.GetMatch()
-		if c := m.GetContext(); c != networking.EnvoyFilter_GATEWAY && c != networking.EnvoyFilter_ANY {
+		if c := cp.GetMatch().GetContext(); c != networking.EnvoyFilter_GATEWAY && c != networking.EnvoyFilter_ANY {
 			return false
 		}
-		if pv := m.GetProxy().GetProxyVersion(); pv != "" && !regexp.MustCompile(pv).MatchString(gatewayVersion) {
-			return false
-		}
+		versionMatch = versionMatch || forGatewayVersion(cp)
 	}
-	return true
+	return versionMatch
+}
+
+// forGatewayVersion tells whether cp's proxyVersion, if any, matches the
+// test gateway's Istio version.
+func forGatewayVersion(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch) bool {
+	pv := cp.GetMatch().GetProxy().GetProxyVersion()
+	return pv == "" || regexp.MustCompile(pv).MatchString(gatewayVersion)
 }
 
 // inEffect returns nil when every patch of o shows in what the gateway
@@ -156,6 +163,9 @@ func inEffectAmong(o *envoyfilter.Object, set []*envoyfilter.Object, s xds.Snaps
 	}
 	checked := 0
 	for i, cp := range o.Spec.GetConfigPatches() {
+		if !forGatewayVersion(cp) {
+			continue // a variant for other Istio releases
+		}
 		err := patchInEffect(cp, s, claimed)
 		if errors.Is(err, errNotHere) {
 			continue
