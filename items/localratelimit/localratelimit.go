@@ -105,7 +105,11 @@ type HeaderLimit struct {
 	Bucket
 }
 
-var _ items.Item = (*LocalRateLimit)(nil)
+var (
+	_ items.Item          = (*LocalRateLimit)(nil)
+	_ items.TargetChecker = (*LocalRateLimit)(nil)
+	_ items.Versioned     = (*LocalRateLimit)(nil)
+)
 
 func init() {
 	items.Register(items.Registration{
@@ -123,11 +127,28 @@ func init() {
 				FilterEnforced: 100,
 			}
 		},
+		Needs: []items.Need{
+			{Setting: "perClient", Field: "max_dynamic_descriptors", Envoy: dynamicDescriptors, Older: "refused by validation"},
+			{Setting: "perHeader", Field: "max_dynamic_descriptors", Envoy: dynamicDescriptors, Older: "refused by validation"},
+		},
 	})
 }
 
 // keyed reports whether any keyed limit is given.
 func (l *LocalRateLimit) keyed() bool { return l.PerClient != nil || len(l.PerHeader) > 0 }
+
+// CheckTarget implements items.TargetChecker. On a sidecar's outbound
+// listeners the client is the workload itself: perClient would count every
+// request the workload sends in one bucket, a cap on all its outgoing
+// calls at the rate meant for one client; ANY includes those listeners.
+// The global bucket and perHeader mean the same there as anywhere.
+func (l *LocalRateLimit) CheckTarget(t envoyfilter.Target) error {
+	var p items.Problems
+	if l.PerClient != nil && (t.Context == envoyfilter.ContextSidecarOutbound || t.Context == envoyfilter.ContextAny) {
+		p.Addf("perClient", "applies to target.context GATEWAY or SIDECAR_INBOUND only (got %s): on a sidecar's outbound listeners the client is the workload itself, so one bucket would count every request the workload sends, capping all its outgoing calls at the rate meant for one client (ANY includes those listeners); use maxTokens or perHeader to limit a workload's outgoing requests", t.Context)
+	}
+	return p.Err()
+}
 
 // Validate implements items.Item.
 func (l *LocalRateLimit) Validate() error {
@@ -306,6 +327,30 @@ func addKeyed(cfg *ratelimitv3.LocalRateLimit, action *routev3.RateLimit_Action,
 
 // Build implements items.Item.
 func (l *LocalRateLimit) Build() ([]envoyfilter.Patch, error) {
+	return l.BuildFor(envoyfilter.Newest())
+}
+
+// dynamicDescriptors is the first Envoy whose local rate limit keeps a
+// bucket per value of a descriptor entry left without a value
+// (max_dynamic_descriptors); older ones refuse such an entry, and with it
+// the listener.
+var dynamicDescriptors = envoyfilter.Version{Major: 1, Minor: 35}
+
+// BuildFor implements items.Versioned: the keyed limits need Envoy's
+// dynamic descriptors, and have no equivalent on older proxies.
+func (l *LocalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+	if !r.Envoy.AtLeast(dynamicDescriptors) {
+		var p items.Problems
+		if l.PerClient != nil {
+			p.Addf("perClient", "%s", items.NeedsMsg(dynamicDescriptors))
+		}
+		if len(l.PerHeader) > 0 {
+			p.Addf("perHeader", "%s", items.NeedsMsg(dynamicDescriptors))
+		}
+		if err := p.Err(); err != nil {
+			return nil, err
+		}
+	}
 	cfg := &ratelimitv3.LocalRateLimit{
 		StatPrefix:     StatPrefix,
 		FilterEnabled:  fraction(l.FilterEnabled, "globalconfig.local_rate_limit.enabled"),

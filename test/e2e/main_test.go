@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/test/harness"
@@ -56,6 +57,18 @@ const (
 // routeBackend is the Service the test VirtualService routes to, so route
 // patches have a route to patch.
 var routeBackend = service{namespace: "e2e-backend", name: "web", ports: []int32{8080}}
+
+// The test sidecar's workload: a WorkloadEntry at the sidecar's address
+// with its labels, and an HTTP Service selecting it, so istiod gives the
+// sidecar an inbound HTTP chain and cluster for the port (inbound|8080||),
+// an outbound HTTP listener with its route configuration (0.0.0.0_8080,
+// RDS "8080") and an outbound HTTP cluster, besides the catch-all inbound
+// chains every sidecar has.
+const (
+	sidecarIP      = "10.1.1.2"
+	storefront     = "storefront"
+	storefrontPort = 8080
+)
 
 // service is a Service the mesh needs.
 type service struct {
@@ -147,12 +160,13 @@ func run(m *testing.M) int {
 		if err != nil {
 			return fmt.Errorf("gateway listeners %s and %s: %w\n%s", listenerName, tlsListenerName, err, istiod.Log(3000))
 		}
-		sidecar, err = xds.Dial(ctx, istiod.GRPCAddr, xds.SidecarNode(routeBackend.namespace, "10.1.1.2", sidecarLabels))
+		sidecar, err = xds.Dial(ctx, istiod.GRPCAddr, xds.SidecarNode(routeBackend.namespace, sidecarIP, sidecarLabels))
 		if err != nil {
 			return err
 		}
-		if _, err = sidecar.WaitFor(ctx, 60*time.Second, func(s xds.Snapshot) bool { return len(s.HCMs(inboundListener)) > 0 }); err != nil {
-			return fmt.Errorf("sidecar listener %s: %w", inboundListener, err)
+		var last error
+		if _, err = sidecar.WaitFor(ctx, 60*time.Second, func(s xds.Snapshot) bool { last = sidecarReady(s); return last == nil }); err != nil {
+			return fmt.Errorf("sidecar: %w (last check: %v)\n%s", err, last, istiod.Log(3000))
 		}
 		return nil
 	}()
@@ -235,6 +249,9 @@ func createMesh(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := createWorkload(ctx); err != nil {
+		return err
+	}
 	for _, b := range services {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.namespace}}
 		for _, p := range b.ports {
@@ -243,6 +260,34 @@ func createMesh(ctx context.Context) error {
 		if _, err := cluster.Admin.CoreV1().Services(b.namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create service %s: %w", b.name, err)
 		}
+	}
+	return nil
+}
+
+// createWorkload creates the test sidecar's workload: the Service
+// storefront (HTTP port 8080, selecting app: storefront) and a
+// WorkloadEntry at the sidecar's address with its labels, which istiod
+// finds by the address of the connecting proxy.
+func createWorkload(ctx context.Context) error {
+	namespace := routeBackend.namespace
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: storefront, Namespace: namespace},
+		Spec: corev1.ServiceSpec{
+			Selector: sidecarLabels,
+			Ports: []corev1.ServicePort{{
+				Name: "http", Port: storefrontPort, TargetPort: intstr.FromInt32(storefrontPort), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+	if _, err := cluster.Admin.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create service %s: %w", storefront, err)
+	}
+	we := &clientnetworkingv1.WorkloadEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: storefront, Namespace: namespace},
+		Spec:       networkingv1.WorkloadEntry{Address: sidecarIP, Labels: sidecarLabels},
+	}
+	if _, err := cluster.Istio.NetworkingV1().WorkloadEntries(namespace).Create(ctx, we, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create workload entry %s: %w", storefront, err)
 	}
 	return nil
 }
