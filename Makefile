@@ -5,6 +5,8 @@
 #                the controller keeping its EnvoyFilters (Ctrl-C stops)
 #   make bench   benchmarks, figures printed
 #   make fuzz    a bounded run of the document fuzzer
+#   make compat  decode every generated patch with the Envoy API of each
+#                Istio release it goes to (make test runs it too)
 
 GO        ?= go
 BIN       ?= bin
@@ -30,7 +32,15 @@ export GLOBALCONFIG_ETCD           = $(ETCD)
 export GLOBALCONFIG_PILOT_DISCOVERY = $(PILOT_DISCOVERY)
 export GLOBALCONFIG_ISTIOCTL       = $(ISTIOCTL)
 
-.PHONY: all build test vet run bench fuzz golden clean tools kube-tools
+# One strict patch decoder per Envoy API: envoy-compat built against each
+# go-control-plane/envoy release (test/tools/compat), into
+# $(COMPAT_DIR)/envoy-compat-<version>; build.sh keys each build by its
+# inputs and does nothing when it is up to date.
+COMPAT_VERSIONS    := v1.32.3 v1.32.4 v1.35.0 v1.36.0 v1.37.0 v1.38.0 v1.39.0 v1.40.0
+COMPAT_DIR         := $(TOOLS_DIR)/compat
+export GLOBALCONFIG_COMPAT_DIR = $(COMPAT_DIR)
+
+.PHONY: all build test vet run bench fuzz golden clean tools kube-tools compat-tools compat
 
 all: build
 
@@ -74,8 +84,14 @@ golden:
 clean:
 	rm -rf $(BIN)
 
-tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL)
+tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) compat-tools
 kube-tools: $(KUBE_APISERVER) $(KUBECTL) $(ETCD)
+
+compat: compat-tools
+	$(GO) test -count=1 ./test/compat
+
+compat-tools:
+	@for v in $(COMPAT_VERSIONS); do GO='$(GO)' sh test/tools/compat/build.sh $$v $(COMPAT_DIR) || exit 1; done
 
 # Each binary is built to a temporary name and moved into place, so an
 # interrupted build never leaves a broken binary in the cache.

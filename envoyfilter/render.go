@@ -149,7 +149,7 @@ func NewVersionedObject(item string, at Placement, t Target, build func(Release)
 			Namespace: ns,
 			Labels:    map[string]string{LabelManagedBy: ManagedByValue, LabelItem: item},
 			Annotations: map[string]string{
-				AnnotationContentHash:  hash,
+				AnnotationContentHash:   hash,
 				AnnotationIstioVersions: strings.Join(versions, ","),
 			},
 		},
