@@ -188,24 +188,38 @@ func printProblems(file string, err error, w io.Writer) {
 	}
 }
 
-func render(args []string, env Env) int {
-	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+// docArgs parses the flags render and validate share, -f FILE and
+// --istio-versions, after more adds the command's own. It prints usage
+// errors itself; the code is ExitOK when the flags are good.
+func docArgs(name string, args []string, env Env, more func(*flag.FlagSet)) (string, []envoyfilter.Version, int) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	file := fs.String("f", "", `document file: a ConfigMap manifest or the bare document ("-" for stdin)`)
 	versions := fs.String("istio-versions", "", istioVersionsUsage)
+	if more != nil {
+		more(fs)
+	}
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return "", nil, ExitUsage
 	}
 	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintln(env.Stderr, "globalconfig render: exactly one -f FILE is required")
-		return ExitUsage
+		fmt.Fprintf(env.Stderr, "globalconfig %s: exactly one -f FILE is required\n", name)
+		return "", nil, ExitUsage
 	}
 	fleet, err := parseIstioVersions(*versions)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "globalconfig render: %v\n", err)
-		return ExitUsage
+		fmt.Fprintf(env.Stderr, "globalconfig %s: %v\n", name, err)
+		return "", nil, ExitUsage
 	}
-	_, objs, code := load(*file, fleet, env)
+	return *file, fleet, ExitOK
+}
+
+func render(args []string, env Env) int {
+	file, fleet, code := docArgs("render", args, env, nil)
+	if code != ExitOK {
+		return code
+	}
+	_, objs, code := load(file, fleet, env)
 	if code != ExitOK {
 		return code
 	}
@@ -221,27 +235,17 @@ func render(args []string, env Env) int {
 }
 
 func validate(args []string, env Env) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	file := fs.String("f", "", `document file: a ConfigMap manifest or the bare document ("-" for stdin)`)
-	asHigress := fs.Bool("higress", false, "the file is Higress's higress-config: say which keys change meaning in globalconfig as they are")
-	versions := fs.String("istio-versions", "", istioVersionsUsage)
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
-	}
-	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintln(env.Stderr, "globalconfig validate: exactly one -f FILE is required")
-		return ExitUsage
-	}
-	fleet, err := parseIstioVersions(*versions)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "globalconfig validate: %v\n", err)
-		return ExitUsage
+	var asHigress *bool
+	file, fleet, code := docArgs("validate", args, env, func(fs *flag.FlagSet) {
+		asHigress = fs.Bool("higress", false, "the file is Higress's higress-config: say which keys change meaning in globalconfig as they are")
+	})
+	if code != ExitOK {
+		return code
 	}
 	if *asHigress {
-		return validateHigress(*file, env)
+		return validateHigress(file, env)
 	}
-	doc, objs, code := load(*file, fleet, env)
+	doc, objs, code := load(file, fleet, env)
 	if code != ExitOK {
 		return code
 	}
@@ -254,7 +258,7 @@ func validate(args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, " (%s)", strings.Join(names, ", "))
 	}
 	fmt.Fprintln(env.Stdout)
-	printWarnings(*file, doc.Warnings(), env.Stderr)
+	printWarnings(file, doc.Warnings(), env.Stderr)
 	return ExitOK
 }
 

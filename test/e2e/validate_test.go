@@ -194,6 +194,26 @@ func applyExample(ctx context.Context, t *testing.T) []*envoyfilter.Object {
 		}
 		manifest = append(append(manifest, "---\n"...), y...)
 	}
+	kubectlApply(ctx, t, manifest, "example EnvoyFilters", func(s xds.Snapshot) error {
+		for _, o := range objs {
+			if err := noneInEffect(o, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, o := range objs {
+		if appliesToGateway(o) {
+			waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffectAmong(o, objs, s) })
+		}
+	}
+	return objs
+}
+
+// kubectlApply applies manifest and, when the test ends, deletes it and
+// waits until gone says its effect has left the gateway.
+func kubectlApply(ctx context.Context, t *testing.T, manifest []byte, what string, gone func(xds.Snapshot) error) {
+	t.Helper()
 	if _, err := cluster.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -202,24 +222,8 @@ func applyExample(ctx context.Context, t *testing.T) []*envoyfilter.Object {
 			t.Error(err)
 			return
 		}
-		var last error
-		if _, err := gateway.WaitFor(ctx, effectTimeout, func(s xds.Snapshot) bool {
-			for _, o := range objs {
-				if last = noneInEffect(o, s); last != nil {
-					return false
-				}
-			}
-			return true
-		}); err != nil {
-			t.Errorf("example EnvoyFilters removed: %v (last check: %v)", err, last)
-		}
+		waitOn(ctx, t, gateway, what+" removed from the gateway", gone)
 	})
-	for _, o := range objs {
-		if appliesToGateway(o) {
-			waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffectAmong(o, objs, s) })
-		}
-	}
-	return objs
 }
 
 // ours is what globalconfig generated: the type URLs of every typed config
@@ -479,26 +483,15 @@ func TestFilterOrderBesideUserFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	user := []byte(fmt.Sprintf(userFilters, ns, envoyfilter.HTTPConnectionManager, envoyfilter.Router, userLua, ns, userWasm))
-	if _, err := cluster.Kubectl(ctx, user, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := cluster.Kubectl(ctx, user, "delete", "--ignore-not-found", "-f", "-"); err != nil {
-			t.Error(err)
-			return
-		}
-		if _, err := gateway.WaitFor(ctx, effectTimeout, func(s xds.Snapshot) bool {
-			for _, l := range httpListeners {
-				for _, hcm := range s.HCMs(l) {
-					if userFiltersIn(hcm.GetHttpFilters()) != [2]int{-1, -1} {
-						return false
-					}
+	kubectlApply(ctx, t, user, "the user's filters", func(s xds.Snapshot) error {
+		for _, l := range httpListeners {
+			for _, hcm := range s.HCMs(l) {
+				if userFiltersIn(hcm.GetHttpFilters()) != [2]int{-1, -1} {
+					return fmt.Errorf("still on %s", l)
 				}
 			}
-			return true
-		}); err != nil {
-			t.Errorf("the user's filters stay at the gateway after their deletion: %v", err)
 		}
+		return nil
 	})
 	waitEffect(ctx, t, "the user's lua filter and WasmPlugin", func(s xds.Snapshot) error {
 		for _, l := range httpListeners {
