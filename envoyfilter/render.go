@@ -82,6 +82,8 @@ func NewVersionedObject(item string, at Placement, t Target, build func(Release)
 		errs     fielderr.List
 		variants [][]*networking.EnvoyFilter_EnvoyConfigObjectPatch
 		firsts   []Version // the oldest release of each variant
+		// lastPatches are what build returned for the newest variant.
+		lastPatches []Patch
 	)
 	failed := map[string][]string{} // build problem → the releases it hits
 	var failedOrder []string
@@ -102,6 +104,12 @@ func NewVersionedObject(item string, at Placement, t Target, build func(Release)
 			}
 			continue
 		}
+		// The same patches as the last release's are that release's
+		// variant: checked once.
+		if len(variants) > 0 && slices.EqualFunc(patches, lastPatches, Patch.equal) {
+			continue
+		}
+		lastPatches = patches
 		cps, err := configPatches(at, t, patches)
 		if err != nil {
 			errs.Add("", err)
@@ -184,6 +192,12 @@ func configPatches(at Placement, t Target, patches []Patch) ([]*networking.Envoy
 		})
 	}
 	return out, errs.Err()
+}
+
+// equal reports whether p and q are the same patch.
+func (p Patch) equal(q Patch) bool {
+	return p.ApplyTo == q.ApplyTo && p.Operation == q.Operation && p.atStage == q.atStage &&
+		proto.Equal(p.Match, q.Match) && proto.Equal(p.Value, q.Value)
 }
 
 func equalPatches(a, b []*networking.EnvoyFilter_EnvoyConfigObjectPatch) bool {

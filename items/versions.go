@@ -13,9 +13,14 @@ import (
 func (r Registration) Support() []string {
 	lines := []string{fmt.Sprintf("Istio %s and newer", envoyfilter.Releases[0].Istio)}
 	for _, n := range r.Needs {
-		lines = append(lines, fmt.Sprintf("%s → %s: %s; older proxies: %s", n.Setting, n.Field, Since(n.Envoy), n.Older))
+		lines = append(lines, n.describe("%s → %s"))
 	}
 	return lines
+}
+
+// describe says what n needs, the setting and field named by format.
+func (n Need) describe(format string) string {
+	return fmt.Sprintf(format+": %s; older proxies: %s", n.Setting, n.Field, Since(n.Envoy), n.Older)
 }
 
 // Since names the Istio releases whose proxies run Envoy envoy or newer.
@@ -34,7 +39,7 @@ func CompatibilityTable() string {
 	for _, r := range All() {
 		var needs []string
 		for _, n := range r.Needs {
-			needs = append(needs, fmt.Sprintf("`%s` (`%s`): %s; older proxies: %s", n.Setting, n.Field, Since(n.Envoy), n.Older))
+			needs = append(needs, n.describe("`%s` (`%s`)"))
 		}
 		if len(needs) == 0 {
 			needs = []string{"—"}

@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
@@ -464,6 +466,27 @@ func checker(t *testing.T) func(what string, got, want any) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: %v at the gateway, want %v", what, got, want)
 		}
+	}
+}
+
+// eachOutboundCluster calls f for every outbound cluster of s with its
+// HTTP protocol options, and fails t when there is none.
+func eachOutboundCluster(t *testing.T, s xds.Snapshot, f func(name string, c *clusterv3.Cluster, opts *httpv3.HttpProtocolOptions)) {
+	t.Helper()
+	n := 0
+	for name, c := range s.Clusters {
+		if !strings.HasPrefix(name, "outbound|") {
+			continue
+		}
+		n++
+		opts := &httpv3.HttpProtocolOptions{}
+		if err := c.GetTypedExtensionProtocolOptions()[envoyfilter.HTTPProtocolOptionsKey].UnmarshalTo(opts); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		f(name, c, opts)
+	}
+	if n == 0 {
+		t.Error("no outbound clusters")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	gzipv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/gzip/compressor/v3"
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
@@ -144,23 +145,11 @@ func TestHigressEmptyDocumentDefaults(t *testing.T) {
 		t.Errorf("downstream at the gateway: %s, want %s", got, want)
 	}
 	// Upstream on every outbound cluster: buffer 10485760, idle 10 s.
-	n := 0
-	for name, c := range s.Clusters {
-		if !strings.HasPrefix(name, "outbound|") {
-			continue
-		}
-		n++
-		opts := &httpv3.HttpProtocolOptions{}
-		if err := c.GetTypedExtensionProtocolOptions()[envoyfilter.HTTPProtocolOptionsKey].UnmarshalTo(opts); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	eachOutboundCluster(t, s, func(name string, c *clusterv3.Cluster, opts *httpv3.HttpProtocolOptions) {
 		if c.GetPerConnectionBufferLimitBytes().GetValue() != 10485760 || opts.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration() != 10*time.Second {
 			t.Errorf("%s: buffer %d, idle %v", name, c.GetPerConnectionBufferLimitBytes().GetValue(), opts.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration())
 		}
-	}
-	if n == 0 {
-		t.Error("no outbound clusters")
-	}
+	})
 	gzipOn := false
 	for _, f := range hcm.GetHttpFilters() {
 		gzipOn = gzipOn || f.GetName() == "envoy.filters.http.compressor.gzip"

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	gzipv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/gzip/compressor/v3"
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
@@ -147,23 +148,11 @@ func TestIngressNginxConversionEffects(t *testing.T) {
 		t.Error("hsts on the plain-HTTP route configuration")
 	}
 
-	n := 0
-	for name, c := range s.Clusters {
-		if !strings.HasPrefix(name, "outbound|") {
-			continue
-		}
-		n++
-		opts := &httpv3.HttpProtocolOptions{}
-		if err := c.GetTypedExtensionProtocolOptions()[envoyfilter.HTTPProtocolOptionsKey].UnmarshalTo(opts); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	eachOutboundCluster(t, s, func(name string, c *clusterv3.Cluster, opts *httpv3.HttpProtocolOptions) {
 		check(name+" proxy-connect-timeout 3", c.GetConnectTimeout().AsDuration(), 3*time.Second)
 		check(name+" upstream-keepalive-timeout 45", opts.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration(), 45*time.Second)
 		check(name+" upstream-keepalive-requests 500", opts.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection().GetValue(), 500)
-	}
-	if n == 0 {
-		t.Error("no outbound clusters")
-	}
+	})
 	// ssl-ciphers, ssl-ecdh-curve and hsts-max-age: the TLS chain and the
 	// HTTPS routes on 443, checked by inEffectAmong above; here the values.
 	var tlsObj *envoyfilter.Object

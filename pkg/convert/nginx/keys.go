@@ -15,6 +15,7 @@ type fixed struct {
 const (
 	internalBuffers = "nginx's buffering of proxied data in memory and temporary files; Envoy streams through fixed-size buffers and has no temporary files"
 	hashTables      = "sizes nginx's internal hash tables; Envoy has none to size"
+	streamLogs      = "the access log of TCP and UDP services; accessLog covers HTTP"
 	perRoute        = "per route in Istio: "
 	removedTracing  = "OpenTracing (Zipkin, Jaeger, Datadog) was removed in ingress-nginx 1.10, which ignores this key; to trace with Envoy, set tracing.zipkin or tracing.datadog, or enable-opentelemetry"
 )
@@ -137,9 +138,9 @@ var fixedKeys = map[string]fixed{
 	"enable-syslog":                       {NotSupported, "Envoy writes access logs to a file or stdout; ship them to syslog with the cluster's log collector", "no syslog, as in Envoy"},
 	"syslog-host":                         {NotSupported, "Envoy writes access logs to a file or stdout; ship them to syslog with the cluster's log collector", ""},
 	"syslog-port":                         {NotSupported, "Envoy writes access logs to a file or stdout; ship them to syslog with the cluster's log collector", ""},
-	"log-format-stream":                   {NotSupported, "the access log of TCP and UDP services; accessLog covers HTTP", ""},
-	"stream-access-log-path":              {NotSupported, "the access log of TCP and UDP services; accessLog covers HTTP", ""},
-	"disable-stream-access-log":           {NotSupported, "the access log of TCP and UDP services; accessLog covers HTTP", ""},
+	"log-format-stream":                   {NotSupported, streamLogs, ""},
+	"stream-access-log-path":              {NotSupported, streamLogs, ""},
+	"disable-stream-access-log":           {NotSupported, streamLogs, ""},
 	"enable-auth-access-log":              {NotSupported, "external authentication is not converted", "nothing to log"},
 	"log-format-escape-none":              {NotNeeded, "Envoy escapes nothing in text formats, and escapes JSON formats correctly", ""},
 	"forwarded-host-header":               {NotSupported, "Envoy sets no x-forwarded-host, and reads none to route", ""},

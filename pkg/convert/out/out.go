@@ -154,20 +154,18 @@ func (r *Report[V]) AddValue(key, value string, v V, detail string) {
 
 // Of returns the entries with verdict v.
 func (r Report[V]) Of(v V) []Entry[V] {
-	var out []Entry[V]
-	for _, e := range r.Entries {
-		if e.Verdict == v {
-			out = append(out, e)
-		}
-	}
-	return out
+	return r.where(func(e Entry[V]) bool { return e.Verdict == v })
 }
 
 // Find returns the entries for key.
 func (r Report[V]) Find(key string) []Entry[V] {
+	return r.where(func(e Entry[V]) bool { return e.Key == key })
+}
+
+func (r Report[V]) where(keep func(Entry[V]) bool) []Entry[V] {
 	var out []Entry[V]
 	for _, e := range r.Entries {
-		if e.Key == key {
+		if keep(e) {
 			out = append(out, e)
 		}
 	}
