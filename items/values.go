@@ -60,7 +60,7 @@ func decodeDuration(tag, value string, unit time.Duration) (time.Duration, error
 		if err != nil {
 			return 0, fmt.Errorf("must be a duration such as \"90s\" or \"500ms\", got %q", value)
 		}
-		if d < 0 {
+		if d < 0 || strings.HasPrefix(value, "-") {
 			return 0, fmt.Errorf("must not be negative, got %q", value)
 		}
 		return d, nil
@@ -71,6 +71,20 @@ func decodeDuration(tag, value string, unit time.Duration) (time.Duration, error
 // maxDuration keeps durations within what protobuf's Duration and Envoy
 // accept comfortably: about 10 years.
 const maxDuration = 10 * 365 * 24 * time.Hour
+
+// durationPattern is the string form decodeDuration accepts: what
+// time.ParseDuration reads, without a sign but "+", in time's units. A
+// string's magnitude is not in it: time.ParseDuration refuses more than
+// about 290 years, which only validation sees.
+const durationPattern = `^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+
+// durationLimits are the Limits of a duration whose bare integers are in
+// unit.
+func durationLimits(unit time.Duration) Limits {
+	return Limits{Minimum: ptr(0), Maximum: ptr(float64(maxDuration / unit)), Pattern: durationPattern}
+}
+
+func ptr(f float64) *float64 { return &f }
 
 func unitName(unit time.Duration) string {
 	if unit == time.Millisecond {
@@ -83,14 +97,21 @@ func unitName(unit time.Duration) string {
 // so both a number and a numeric string are accepted.
 type Port uint32
 
+// The range of a Port.
+const MinPort, MaxPort = 1, 65535
+
+// portPattern is the string form of a port from MinPort to MaxPort, in
+// decimal, leading zeros allowed (strconv.ParseUint reads "0080" as 80).
+const portPattern = `^0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$`
+
 // DecodeScalar implements the document decoder's scalar hook.
 func (p *Port) DecodeScalar(tag, value string) error {
 	if tag != "!!int" && tag != "!!str" {
 		return fmt.Errorf("expected a port number, got %s", DescribeTag(tag))
 	}
 	n, err := strconv.ParseUint(value, 10, 32)
-	if err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("must be a port number from 1 to 65535, got %q", value)
+	if err != nil || n < MinPort || n > MaxPort {
+		return fmt.Errorf("must be a port number from %d to %d, got %q", MinPort, MaxPort, value)
 	}
 	*p = Port(n)
 	return nil
@@ -123,7 +144,10 @@ func DescribeTag(tag string) string {
 // Problems is where an item's Validate records what is wrong.
 type Problems = fielderr.List
 
-// CheckRange records a problem at path unless lo <= v <= hi.
+// CheckRange records a problem at path unless lo <= v <= hi. A key's
+// fixed range belongs in the item's Ranges instead (see CheckRanges), which
+// the JSON Schema shows too; CheckRange is for a bound that depends on
+// other keys.
 func CheckRange[T ~int | ~int32 | ~int64 | ~uint32 | ~uint64 | ~float64](p *Problems, path string, v, lo, hi T) {
 	if v < lo || v > hi {
 		p.Addf(path, "must be between %v and %v, got %v", lo, hi, v)
@@ -176,4 +200,24 @@ var byteUnits = []struct {
 }{
 	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30},
 	{"K", 1e3}, {"M", 1e6}, {"G", 1e9},
+}
+
+// byteSizePattern is the string form ByteSize accepts: decimal digits and
+// one of byteUnits (a bare number is an integer). A size beyond 2^64-1
+// bytes is refused by validation only.
+func byteSizePattern() string {
+	suffixes := make([]string, len(byteUnits))
+	for i, u := range byteUnits {
+		suffixes[i] = u.suffix
+	}
+	return "^[0-9]+(" + strings.Join(suffixes, "|") + ")$"
+}
+
+// The Limits of the value types above, for the JSON Schema; DecodeScalar
+// enforces them with the same constants.
+func init() {
+	DeclareLimits[Seconds](durationLimits(time.Second))
+	DeclareLimits[Millis](durationLimits(time.Millisecond))
+	DeclareLimits[Port](Limits{Minimum: ptr(MinPort), Maximum: ptr(MaxPort), Pattern: portPattern})
+	DeclareLimits[ByteSize](Limits{Minimum: ptr(0), Pattern: byteSizePattern()})
 }

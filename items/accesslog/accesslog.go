@@ -40,7 +40,19 @@ type AccessLog struct {
 	MinStatusCode *uint32           `json:"minStatusCode" doc:"Log only responses with at least this status code, e.g. 400 (status_code_filter GE)."`
 }
 
-var _ items.Item = (*AccessLog)(nil)
+var (
+	_ items.Item   = (*AccessLog)(nil)
+	_ items.Ranger = (*AccessLog)(nil)
+)
+
+// The status codes HTTP defines, for minStatusCode.
+const MinHTTPStatus, MaxHTTPStatus = 100, 599
+
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them.
+func (*AccessLog) Ranges() []items.Range {
+	return []items.Range{{Path: "minStatusCode", Min: MinHTTPStatus, Max: MaxHTTPStatus}}
+}
 
 func init() {
 	items.Register(items.Registration{
@@ -71,9 +83,7 @@ func (a *AccessLog) Validate() error {
 		}
 		format.Check(&p, "json."+k, a.JSON[k])
 	}
-	if v := a.MinStatusCode; v != nil {
-		items.CheckRange(&p, "minStatusCode", *v, 100, 599)
-	}
+	items.CheckRanges(&p, a)
 	return p.Err()
 }
 

@@ -36,6 +36,7 @@ type Brotli struct {
 
 var (
 	_ items.Item      = (*Brotli)(nil)
+	_ items.Ranger    = (*Brotli)(nil)
 	_ items.Versioned = (*Brotli)(nil)
 	_ items.Enum      = EncoderMode("")
 )
@@ -70,14 +71,22 @@ func New() items.Item {
 	}
 }
 
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them.
+func (*Brotli) Ranges() []items.Range {
+	return []items.Range{
+		{Path: "quality", Min: 0, Max: MaxQuality},
+		{Path: "windowBits", Min: MinWindowBits, Max: MaxWindowBits},
+		{Path: "inputBlockBits", Min: MinInputBlockBits, Max: MaxInputBlockBits},
+		{Path: "chunkSize", Min: compression.MinChunkSize, Max: compression.MaxChunkSize},
+	}
+}
+
 // Validate implements items.Item.
 func (b *Brotli) Validate() error {
 	var p items.Problems
 	b.Response.Validate(&p)
-	items.CheckRange(&p, "quality", b.Quality, 0, MaxQuality)
-	items.CheckRange(&p, "windowBits", b.WindowBits, MinWindowBits, MaxWindowBits)
-	items.CheckRange(&p, "inputBlockBits", b.InputBlockBits, MinInputBlockBits, MaxInputBlockBits)
-	items.CheckRange(&p, "chunkSize", b.ChunkSize, compression.MinChunkSize, compression.MaxChunkSize)
+	items.CheckRanges(&p, b)
 	return p.Err()
 }
 

@@ -50,8 +50,21 @@ type HTTP2 struct {
 
 var (
 	_ items.Item   = (*Downstream)(nil)
+	_ items.Ranger = (*Downstream)(nil)
 	_ items.Warner = (*Downstream)(nil)
 )
+
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them. Keys not given are not checked.
+func (*Downstream) Ranges() []items.Range {
+	return []items.Range{
+		{Path: "maxRequestHeadersKb", Min: 1, Max: MaxRequestHeadersKb},
+		items.AtLeast("maxHeadersCount", 1),
+		{Path: "http2.maxConcurrentStreams", Min: 1, Max: MaxHTTP2},
+		{Path: "http2.initialStreamWindowSize", Min: MinHTTP2Window, Max: MaxHTTP2},
+		{Path: "http2.initialConnectionWindowSize", Min: MinHTTP2Window, Max: MaxHTTP2},
+	}
+}
 
 // Warnings implements items.Warner: a global route timeout reaches every
 // route. Envoy has no route timeout below the route, and an EnvoyFilter
@@ -78,23 +91,7 @@ func init() {
 // Validate implements items.Item.
 func (d *Downstream) Validate() error {
 	var p items.Problems
-	if v := d.MaxRequestHeadersKb; v != nil {
-		items.CheckRange(&p, "maxRequestHeadersKb", *v, 1, MaxRequestHeadersKb)
-	}
-	if v := d.MaxHeadersCount; v != nil && *v < 1 {
-		p.Addf("maxHeadersCount", "must be at least 1, got %d", *v)
-	}
-	if h := d.HTTP2; h != nil {
-		if v := h.MaxConcurrentStreams; v != nil {
-			items.CheckRange(&p, "http2.maxConcurrentStreams", *v, 1, MaxHTTP2)
-		}
-		if v := h.InitialStreamWindowSize; v != nil {
-			items.CheckRange(&p, "http2.initialStreamWindowSize", *v, MinHTTP2Window, MaxHTTP2)
-		}
-		if v := h.InitialConnectionWindowSize; v != nil {
-			items.CheckRange(&p, "http2.initialConnectionWindowSize", *v, MinHTTP2Window, MaxHTTP2)
-		}
-	}
+	items.CheckRanges(&p, d)
 	items.RequireSomething(&p, d)
 	return p.Err()
 }

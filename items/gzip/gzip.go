@@ -34,6 +34,7 @@ type Gzip struct {
 
 var (
 	_ items.Item      = (*Gzip)(nil)
+	_ items.Ranger    = (*Gzip)(nil)
 	_ items.Versioned = (*Gzip)(nil)
 	_ items.Enum      = Level("")
 	_ items.Enum      = Strategy("")
@@ -75,13 +76,21 @@ func New() items.Item {
 	}
 }
 
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them.
+func (*Gzip) Ranges() []items.Range {
+	return []items.Range{
+		{Path: "memoryLevel", Min: MinMemoryLevel, Max: MaxMemoryLevel},
+		{Path: "windowBits", Min: MinWindowBits, Max: MaxWindowBits},
+		{Path: "chunkSize", Min: compression.MinChunkSize, Max: compression.MaxChunkSize},
+	}
+}
+
 // Validate implements items.Item.
 func (g *Gzip) Validate() error {
 	var p items.Problems
 	g.Response.Validate(&p)
-	items.CheckRange(&p, "memoryLevel", g.MemoryLevel, MinMemoryLevel, MaxMemoryLevel)
-	items.CheckRange(&p, "windowBits", g.WindowBits, MinWindowBits, MaxWindowBits)
-	items.CheckRange(&p, "chunkSize", g.ChunkSize, compression.MinChunkSize, compression.MaxChunkSize)
+	items.CheckRanges(&p, g)
 	return p.Err()
 }
 

@@ -107,6 +107,7 @@ type HeaderLimit struct {
 
 var (
 	_ items.Item          = (*LocalRateLimit)(nil)
+	_ items.Ranger        = (*LocalRateLimit)(nil)
 	_ items.TargetChecker = (*LocalRateLimit)(nil)
 	_ items.Versioned     = (*LocalRateLimit)(nil)
 )
@@ -132,6 +133,19 @@ func init() {
 			{Setting: "perHeader", Field: "max_dynamic_descriptors", Envoy: dynamicDescriptors, Older: "refused by validation"},
 		},
 	})
+}
+
+// MaxPercent is the ceiling of filterEnabled and filterEnforced.
+const MaxPercent = 100
+
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them.
+func (*LocalRateLimit) Ranges() []items.Range {
+	return []items.Range{
+		{Path: "maxKeys", Min: 1, Max: MaxMaxKeys},
+		{Path: "filterEnabled", Min: 0, Max: MaxPercent},
+		{Path: "filterEnforced", Min: 0, Max: MaxPercent},
+	}
 }
 
 // keyed reports whether any keyed limit is given.
@@ -184,13 +198,11 @@ func (l *LocalRateLimit) Validate() error {
 		}
 		h.validate(&p, path)
 	}
-	items.CheckRange(&p, "maxKeys", l.MaxKeys, 1, MaxMaxKeys)
+	items.CheckRanges(&p, l)
 	if !keyed && l.MaxKeys != DefaultMaxKeys {
 		p.Addf("maxKeys", "only applies with perClient or perHeader")
 	}
 	checkStatusCode(&p, "statusCode", l.StatusCode)
-	items.CheckRange(&p, "filterEnabled", l.FilterEnabled, 0, 100)
-	items.CheckRange(&p, "filterEnforced", l.FilterEnforced, 0, 100)
 	if len(l.ResponseHeaders) > MaxResponseHeaders {
 		p.Addf("responseHeaders", "has %d headers; Envoy allows at most %d", len(l.ResponseHeaders), MaxResponseHeaders)
 	}

@@ -39,6 +39,8 @@ const Name = "tracing"
 const (
 	// DefaultSampling is Higress's: trace every request.
 	DefaultSampling = 100.0
+	// MaxSampling is sampling's ceiling: a percentage.
+	MaxSampling = 100.0
 	// DefaultTimeout is Higress's collector timeout.
 	DefaultTimeout = 500 * time.Millisecond
 	// ZipkinTimeout is the timeout of Envoy's requests to a Zipkin
@@ -70,6 +72,7 @@ type Tracing struct {
 
 var (
 	_ items.Item         = (*Tracing)(nil)
+	_ items.Ranger       = (*Tracing)(nil)
 	_ items.Versioned    = (*Tracing)(nil)
 	_ items.SecretHolder = (*Tracing)(nil)
 	_ items.Enum         = Protocol("")
@@ -178,11 +181,17 @@ func (t *Tracing) backends() map[string]*Backend {
 	return out
 }
 
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them.
+func (*Tracing) Ranges() []items.Range {
+	return []items.Range{{Path: "sampling", Min: 0, Max: MaxSampling}}
+}
+
 // Validate implements items.Item. Backend settings are only required when
 // tracing is enabled; values that are given are always checked.
 func (t *Tracing) Validate() error {
 	var p items.Problems
-	items.CheckRange(&p, "sampling", t.Sampling, 0, 100)
+	items.CheckRanges(&p, t)
 	if t.Timeout.Duration <= 0 {
 		p.Addf("timeout", "must be greater than 0")
 	}

@@ -30,6 +30,7 @@ type Zstd struct {
 
 var (
 	_ items.Item      = (*Zstd)(nil)
+	_ items.Ranger    = (*Zstd)(nil)
 	_ items.Versioned = (*Zstd)(nil)
 	_ items.Enum      = Strategy("")
 )
@@ -62,12 +63,20 @@ func New() items.Item {
 	}
 }
 
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them.
+func (*Zstd) Ranges() []items.Range {
+	return []items.Range{
+		{Path: "compressionLevel", Min: MinCompressionLevel, Max: MaxCompressionLevel},
+		{Path: "chunkSize", Min: compression.MinChunkSize, Max: compression.MaxChunkSize},
+	}
+}
+
 // Validate implements items.Item.
 func (z *Zstd) Validate() error {
 	var p items.Problems
 	z.Response.Validate(&p)
-	items.CheckRange(&p, "compressionLevel", z.CompressionLevel, MinCompressionLevel, MaxCompressionLevel)
-	items.CheckRange(&p, "chunkSize", z.ChunkSize, compression.MinChunkSize, compression.MaxChunkSize)
+	items.CheckRanges(&p, z)
 	return p.Err()
 }
 

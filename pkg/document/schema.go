@@ -3,6 +3,7 @@ package document
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -20,12 +21,16 @@ type Schema struct {
 	Items                *Schema            `json:"items,omitempty"`
 	Enum                 []string           `json:"enum,omitempty"`
 	Minimum              *float64           `json:"minimum,omitempty"`
+	Maximum              *float64           `json:"maximum,omitempty"`
+	Pattern              string             `json:"pattern,omitempty"`
 	Default              json.RawMessage    `json:"default,omitempty"`
 }
 
 // JSONSchema describes the document for editors (yaml-language-server):
-// every registered item with its keys, types, enums and defaults, and no
-// unknown keys anywhere.
+// every registered item with its keys, types, enums, defaults and limits,
+// and no unknown keys anywhere. The limits are the ones validation
+// enforces, from the same declarations: each value type's items.Limits
+// and each item's items.Range list.
 func JSONSchema() *Schema {
 	root := &Schema{
 		Schema:               "https://json-schema.org/draft/2020-12/schema",
@@ -41,6 +46,11 @@ func JSONSchema() *Schema {
 	for _, r := range items.All() {
 		def := r.NewItem()
 		s := schemaOf(reflect.TypeOf(def).Elem(), reflect.ValueOf(def).Elem())
+		if rg, ok := def.(items.Ranger); ok {
+			for _, rng := range rg.Ranges() {
+				setRange(s, rng, r.Name)
+			}
+		}
 		s.Description = r.Summary
 		s.Type = append(s.Type, "null")
 		s.Properties[TargetKey] = target
@@ -54,9 +64,39 @@ func JSONSchema() *Schema {
 	return root
 }
 
+// setRange puts the range r of the item named item on the node its path
+// names in the item's schema s. A path that names no node is a
+// programming error, as it is for items.CheckRanges.
+func setRange(s *Schema, r items.Range, item string) {
+	n := s
+	for _, k := range r.Keys() {
+		switch k {
+		case "[]":
+			n = n.Items
+		case "*":
+			n, _ = n.AdditionalProperties.(*Schema)
+		default:
+			n = n.Properties[k]
+		}
+		if n == nil {
+			panic(fmt.Sprintf("document: %s: Range %q names no key of the schema", item, r.Path))
+		}
+	}
+	lo := r.Min
+	n.Minimum = &lo
+	n.Maximum = nil
+	if !math.IsInf(r.Max, 1) {
+		hi := r.Max
+		n.Maximum = &hi
+	}
+}
+
 // schemaOf describes type t; def, when valid, is its default value.
 func schemaOf(t reflect.Type, def reflect.Value) *Schema {
 	s := &Schema{}
+	if l, ok := items.LimitsOf(t); ok {
+		s.Minimum, s.Maximum, s.Pattern = clone(l.Minimum), clone(l.Maximum), l.Pattern
+	}
 	if types, ok := items.SchemaTypes(t); ok {
 		s.Type = types
 		s.Default = defaultOf(def)
@@ -96,14 +136,26 @@ func schemaOf(t reflect.Type, def reflect.Value) *Schema {
 		s.Type = []string{"integer"}
 		s.Default = defaultOf(def)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		zero := 0.0
-		s.Type, s.Minimum = []string{"integer"}, &zero
+		s.Type = []string{"integer"}
+		if s.Minimum == nil {
+			zero := 0.0
+			s.Minimum = &zero
+		}
 		s.Default = defaultOf(def)
 	case reflect.Float32, reflect.Float64:
 		s.Type = []string{"number"}
 		s.Default = defaultOf(def)
 	}
 	return s
+}
+
+// clone copies a bound, so no two nodes share one.
+func clone(f *float64) *float64 {
+	if f == nil {
+		return nil
+	}
+	c := *f
+	return &c
 }
 
 func defaultOf(v reflect.Value) json.RawMessage {

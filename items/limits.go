@@ -1,0 +1,248 @@
+package items
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+)
+
+// Limits are declared once and read twice: by validation, which enforces
+// them, and by the JSON Schema, which shows them to editors. A value type
+// (a ScalarDecoder) declares Limits; an item declares a Range for each
+// numeric key with bounds.
+
+// Limits is what the JSON Schema says about the scalar a value type
+// accepts, beyond its types. JSON Schema applies Minimum and Maximum to
+// numbers only and Pattern to strings only, so a type that takes both
+// (SchemaTypes ["integer", "string"]) bounds its number and spells its
+// string on one node.
+type Limits struct {
+	// Minimum and Maximum bound the number form; nil is unbounded.
+	Minimum, Maximum *float64
+	// Pattern matches the whole string form: anchored with ^ and $,
+	// written in the syntax RE2 (Go) and ECMA-262 (editors) share.
+	Pattern string
+}
+
+var (
+	limitsMu    sync.RWMutex
+	valueLimits = map[reflect.Type]Limits{}
+)
+
+// DeclareLimits declares the Limits of the value type T, whose
+// DecodeScalar enforces them with the same constants. Call it from init().
+// They are T's alone, not a method: a type that embeds T and reads its own
+// scalar differently (tls.MaxAge embeds Seconds and also takes
+// "31536000") would otherwise inherit a pattern that refuses what it
+// accepts. A pattern that does not compile panics.
+func DeclareLimits[T any, PT interface {
+	*T
+	ScalarDecoder
+}](l Limits) {
+	if l.Pattern != "" {
+		if !strings.HasPrefix(l.Pattern, "^") || !strings.HasSuffix(l.Pattern, "$") {
+			panic(fmt.Sprintf("items: the pattern of %s must be anchored with ^ and $: %q", reflect.TypeFor[T](), l.Pattern))
+		}
+		regexp.MustCompile(l.Pattern)
+	}
+	limitsMu.Lock()
+	defer limitsMu.Unlock()
+	valueLimits[reflect.TypeFor[T]()] = l
+}
+
+// LimitsOf returns the Limits declared for exactly the type t.
+func LimitsOf(t reflect.Type) (Limits, bool) {
+	limitsMu.RLock()
+	defer limitsMu.RUnlock()
+	l, ok := valueLimits[t]
+	return l, ok
+}
+
+// Range is the range of one numeric key of an item's section. The item
+// lists it in Ranges, built from its named constants; Validate enforces
+// it with CheckRanges and the JSON Schema carries it as minimum and
+// maximum, so the numbers live in one place.
+type Range struct {
+	// Path is the key relative to the section, by its document names
+	// ("chunkSize", "http2.maxConcurrentStreams"). "[]" after a key
+	// stands for every element of a list ("perHeader[].maxTokens"), a
+	// "*" segment for every value of a map ("buckets.*.maxTokens"). The
+	// key holds an integer or a float, or a pointer to one; embedded
+	// structs are walked inline, and an unset pointer on the way is not
+	// checked.
+	Path string
+	// Min and Max are inclusive; Max is +Inf for a key with no ceiling
+	// (see AtLeast).
+	Min, Max float64
+}
+
+// AtLeast is the Range of a key with a floor and no ceiling.
+func AtLeast(path string, lo float64) Range { return Range{Path: path, Min: lo, Max: math.Inf(1)} }
+
+// Ranger is implemented by items with Ranges. Validate calls CheckRanges
+// with the item itself; the JSON Schema reads the same list.
+type Ranger interface {
+	Ranges() []Range
+}
+
+// Keys splits the path into its steps: key names, "[]" for the elements
+// of a list and "*" for the values of a map.
+func (r Range) Keys() []string {
+	var out []string
+	for _, seg := range strings.Split(r.Path, ".") {
+		name, lists := seg, 0
+		for strings.HasSuffix(name, "[]") {
+			name, lists = strings.TrimSuffix(name, "[]"), lists+1
+		}
+		out = append(out, name)
+		for range lists {
+			out = append(out, "[]")
+		}
+	}
+	return out
+}
+
+// CheckRanges records a problem at every key of it outside its Range:
+// "must be between LO and HI, got V", or "must be at least LO, got V"
+// without a ceiling. A path that names no numeric key is a programming
+// error and panics, whatever the values.
+func CheckRanges(p *Problems, it Ranger) {
+	v := reflect.ValueOf(it)
+	for _, r := range it.Ranges() {
+		keys := r.Keys()
+		if err := checkPath(v.Type(), keys); err != nil {
+			panic(fmt.Sprintf("items: %T: Range %q: %v", it, r.Path, err))
+		}
+		eachValue(v, keys, "", func(path string, v reflect.Value) {
+			var f float64
+			var got string // as %v writes the key's own type
+			switch {
+			case v.CanInt():
+				f, got = float64(v.Int()), strconv.FormatInt(v.Int(), 10)
+			case v.CanUint():
+				f, got = float64(v.Uint()), strconv.FormatUint(v.Uint(), 10)
+			default:
+				f, got = v.Float(), strconv.FormatFloat(v.Float(), 'g', -1, v.Type().Bits())
+			}
+			switch {
+			case f >= r.Min && f <= r.Max:
+			case math.IsInf(r.Max, 1):
+				p.Addf(path, "must be at least %s, got %s", number(r.Min), got)
+			default:
+				p.Addf(path, "must be between %s and %s, got %s", number(r.Min), number(r.Max), got)
+			}
+		})
+	}
+}
+
+// number writes a limit as the integer it usually is (2147483647, not
+// 2.147483647e+09).
+func number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// checkPath reports why keys name no numeric key of t.
+func checkPath(t reflect.Type, keys []string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if len(keys) == 0 {
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+			reflect.Float32, reflect.Float64:
+			return nil
+		}
+		return fmt.Errorf("names a %s, not a number", t)
+	}
+	switch k := keys[0]; {
+	case k == "[]":
+		if t.Kind() != reflect.Slice {
+			return fmt.Errorf("[] after a %s, not a list", t)
+		}
+		return checkPath(t.Elem(), keys[1:])
+	case k == "*":
+		if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
+			return fmt.Errorf("* after a %s, not a map", t)
+		}
+		return checkPath(t.Elem(), keys[1:])
+	case t.Kind() != reflect.Struct:
+		return fmt.Errorf("key %q inside a %s", k, t)
+	default:
+		index, ok := fieldIndex(t, k)
+		if !ok {
+			return fmt.Errorf("%s has no key %q", t, k)
+		}
+		return checkPath(t.FieldByIndex(index).Type, keys[1:])
+	}
+}
+
+// eachValue calls f with every value keys reach from v, and its path
+// (prefixed with path) as problems name it.
+func eachValue(v reflect.Value, keys []string, path string, f func(string, reflect.Value)) {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	if len(keys) == 0 {
+		f(path, v)
+		return
+	}
+	switch k := keys[0]; k {
+	case "[]":
+		for i := range v.Len() {
+			eachValue(v.Index(i), keys[1:], fmt.Sprintf("%s[%d]", path, i), f)
+		}
+	case "*":
+		mapKeys := v.MapKeys()
+		slices.SortFunc(mapKeys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, key := range mapKeys {
+			eachValue(v.MapIndex(key), keys[1:], keyPath(path, key.String()), f)
+		}
+	default:
+		index, _ := fieldIndex(v.Type(), k)
+		eachValue(v.FieldByIndex(index), keys[1:], fielderr.Join(path, k), f)
+	}
+}
+
+// keyPath appends a map key to path as the document decoder names it, so
+// the problem gets the key's line: keys that would read ambiguously after
+// a dot are bracketed.
+func keyPath(path, key string) string {
+	if key == "" || strings.ContainsAny(key, `./[]" `) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	return fielderr.Join(path, key)
+}
+
+// fieldIndex finds the field of struct t whose document key is name, as
+// the decoder does: by json tag, with anonymous embedded structs inline.
+func fieldIndex(t reflect.Type, name string) ([]int, bool) {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if sf.Anonymous && sf.Type.Kind() == reflect.Struct {
+			if index, ok := fieldIndex(sf.Type, name); ok {
+				return append([]int{i}, index...), true
+			}
+			continue
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		key, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if key == "" {
+			key = sf.Name
+		}
+		if key == name && key != "-" {
+			return sf.Index, true
+		}
+	}
+	return nil, false
+}
