@@ -40,6 +40,7 @@ const (
 	EnvKubectl        = "GLOBALCONFIG_KUBECTL"
 	EnvPilotDiscovery = "GLOBALCONFIG_PILOT_DISCOVERY"
 	EnvIstioctl       = "GLOBALCONFIG_ISTIOCTL"
+	EnvHelm           = "GLOBALCONFIG_HELM"
 )
 
 // Namespace is Istio's root namespace, where the global ConfigMap lives.

@@ -1,0 +1,69 @@
+{{/*
+Object names are fixed, as in deploy/: the controller's defaults use them
+(the Lease and the webhook configuration "globalconfig", the Secret
+"globalconfig-webhook-tls"), and there is one global ConfigMap per cluster.
+*/}}
+
+{{/* Labels of every object the chart renders. */}}
+{{- define "globalconfig.labels" -}}
+app.kubernetes.io/name: globalconfig
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* The controller's pods; the same selector as deploy/base. */}}
+{{- define "globalconfig.selectorLabels" -}}
+app.kubernetes.io/name: globalconfig
+{{- end }}
+
+{{/* "true" in standalone mode, else empty. */}}
+{{- define "globalconfig.standalone" -}}
+{{- if eq .Values.mode "standalone" }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the admission webhook is served: standalone only. */}}
+{{- define "globalconfig.webhook" -}}
+{{- if and (eq .Values.mode "standalone") .Values.webhook.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The ServiceAccount the controller runs as. */}}
+{{- define "globalconfig.serviceAccount" -}}
+{{- if eq .Values.mode "standalone" }}globalconfig{{ else }}{{ .Values.istiodServiceAccount }}{{ end }}
+{{- end }}
+
+{{/* The global ConfigMap as `globalconfig run --configmap` takes it. */}}
+{{- define "globalconfig.configMapRef" -}}
+{{ .Release.Namespace }}/{{ .Values.configMapName }}
+{{- end }}
+
+{{/* The image reference. */}}
+{{- define "globalconfig.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Refuses values that would render something that can't work. */}}
+{{- define "globalconfig.validate" -}}
+{{- if not (has .Values.mode (list "standalone" "istiodSidecar")) }}
+{{- fail (printf "mode must be standalone or istiodSidecar, not %q" (toString .Values.mode)) }}
+{{- end }}
+{{- if not .Values.configMapName }}
+{{- fail "configMapName must not be empty" }}
+{{- end }}
+{{- if and (include "globalconfig.webhook" .) (not (has .Values.webhook.certificate (list "self" "certManager"))) }}
+{{- fail (printf "webhook.certificate must be self or certManager, not %q" (toString .Values.webhook.certificate)) }}
+{{- end }}
+{{- if and (eq .Values.mode "standalone") (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicaCount above 1 needs leaderElection.enabled: replicas without a Lease would all write" }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled (ne .Values.mode "standalone") }}
+{{- fail "metrics.serviceMonitor.enabled is for standalone mode; in istiodSidecar mode scrape port 9090 of istiod's pods" }}
+{{- end }}
+{{- if and .Values.rollout.enabled (eq .Values.mode "standalone") (not .Values.rollout.istiodService) }}
+{{- fail "rollout.istiodService must name istiod's Service when rollout.enabled" }}
+{{- end }}
+{{- end }}
