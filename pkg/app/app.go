@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,6 +24,7 @@ import (
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -39,6 +41,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
 
@@ -76,6 +79,26 @@ type Options struct {
 	MCPAddr string
 	// Webhook, when its Addr is set, serves the admission webhook.
 	Webhook webhook.Options
+	// Rollout says how to follow the proxies' acceptance.
+	Rollout RolloutOptions
+}
+
+// RolloutOptions configure rollout tracking: which istiod instances are
+// asked for their sync status, and how long proxies may take.
+type RolloutOptions struct {
+	Enabled bool
+	// Istiod is the istiod Service, NAMESPACE/NAME; every ready endpoint
+	// of it is asked on DebugPort.
+	Istiod    string
+	DebugPort int
+	// DebugURLs, when set, are asked instead of the Service's endpoints
+	// (sidecar mode: http://127.0.0.1:8080).
+	DebugURLs []string
+	// TokenFile holds a ServiceAccount token with audience istio-ca.
+	TokenFile string
+	Timeout   time.Duration
+	// RootNamespace is Istio's root namespace.
+	RootNamespace string
 }
 
 // Leader election timing: a dead leader's lease expires after
@@ -198,7 +221,16 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(cfg.Namespace)})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "globalconfig"})
+	tracker, endpointInformers, err := newTracker(opts.Rollout, watchKube, opts.Resync)
+	if err != nil {
+		return err
+	}
+	cfg.Rollout, cfg.RootNamespace = tracker, opts.Rollout.RootNamespace
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
+	if tracker != nil {
+		tracker.OnChange = ctrl.Enqueue
+		go tracker.Run(ctx)
+	}
 
 	var hook *webhook.Server
 	if opts.Webhook.Addr != "" {
@@ -215,7 +247,12 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 
 	kubeInformers.Start(ctx.Done())
 	istioInformers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
+	synced := []cache.InformerSynced{ctrl.HasSynced}
+	if endpointInformers != nil {
+		endpointInformers.Start(ctx.Done())
+		synced = append(synced, endpointInformers.Discovery().V1().EndpointSlices().Informer().HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("informer caches did not sync")
 	}
 	log.Info("caches synced", "configmap", cfg.Namespace+"/"+cfg.Name)
@@ -229,6 +266,30 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return nil
 	}
 	return lead(ctx, opts, kube, metrics, ctrl, log)
+}
+
+// newTracker builds the rollout tracker of o (nil when disabled), with
+// the informers of istiod's EndpointSlices it needs, which the caller
+// starts (nil when o names static URLs).
+func newTracker(o RolloutOptions, kube kubernetes.Interface, resync time.Duration) (*rollout.Tracker, informers.SharedInformerFactory, error) {
+	if !o.Enabled {
+		return nil, nil, nil
+	}
+	client := &rollout.Client{HTTP: &http.Client{}, TokenFile: o.TokenFile}
+	if len(o.DebugURLs) > 0 {
+		return rollout.NewTracker(rollout.Static(o.DebugURLs), client, o.Timeout), nil, nil
+	}
+	ns, name, ok := strings.Cut(o.Istiod, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, nil, fmt.Errorf("--istiod must be NAMESPACE/NAME, got %q", o.Istiod)
+	}
+	// Only the Service's slices, in its namespace.
+	f := informers.NewSharedInformerFactoryWithOptions(kube, resync, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = discoveryv1.LabelServiceName + "=" + name
+		}))
+	src := rollout.ServiceEndpoints{Lister: f.Discovery().V1().EndpointSlices().Lister(), Namespace: ns, Name: name, Port: o.DebugPort}
+	return rollout.NewTracker(src, client, o.Timeout), f, nil
 }
 
 // lead runs the controller whenever this replica holds the Lease. A lost

@@ -1,5 +1,6 @@
 // Package cli implements the globalconfig command line: render, validate,
-// items, schema and version. cmd/globalconfig only wires it to the process.
+// convert, items, schema, version, run, diff and status. cmd/globalconfig
+// only wires it to the process.
 package cli
 
 import (
@@ -32,6 +33,18 @@ const (
 	// but some keys (not supported, refused or unknown) did not carry
 	// over; the report names them.
 	ExitNotConverted = 5
+	// ExitChanged: diff found changes, as kubectl diff's 1. diff never
+	// returns 1 for an invalid document: that is ExitDiffInvalid.
+	ExitChanged = 1
+	// ExitDiffInvalid: diff's file holds an invalid document; every
+	// problem is on stderr, with its path.
+	ExitDiffInvalid = 6
+	// ExitAPI: diff or status could not read the cluster (kubeconfig,
+	// API server unreachable, access refused).
+	ExitAPI = 7
+	// ExitNoStatus: status found no status ConfigMap: the controller has
+	// not run for this ConfigMap.
+	ExitNoStatus = 8
 )
 
 // Version is set at build time with -ldflags "-X …/pkg/cli.Version=v1.2.3".
@@ -41,6 +54,9 @@ var Version = ""
 type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Clients connects diff and status to the cluster; nil is
+	// KubeClients, the real API server. Tests inject fake clientsets.
+	Clients Clients
 }
 
 const usage = `globalconfig turns the global Istio document into EnvoyFilters.
@@ -59,12 +75,21 @@ Usage:
   globalconfig schema             print the JSON Schema of the document
   globalconfig version            print the version
   globalconfig run [flags]        keep the cluster's EnvoyFilters in step with the global ConfigMap
+  globalconfig diff -f FILE [--kubeconfig K] [--configmap NS/NAME] [--istio-versions V,...] [-o text|json|yaml]
+                                  what applying FILE would change: the item diff, then the managed
+                                  EnvoyFilters to create, update or delete, each with a unified diff
+  globalconfig status [--kubeconfig K] [--configmap NS/NAME] [-o text|json|yaml]
+                                  the controller's status: the document's state and problems, the
+                                  items and their EnvoyFilters, and the rollout to the proxies
 
 FILE is a ConfigMap manifest (data key config.yaml) or the bare document;
 "-" reads standard input.
 
 Exit codes: 0 ok, 1 invalid document, 2 usage error, 3 input/output error,
-4 run stopped on an error.
+4 run stopped on an error, 5 convert: some keys did not carry over.
+diff, as kubectl diff: 0 no changes, 1 changes, 6 the file's document is
+invalid (never 1). diff and status: 7 the cluster could not be read;
+status: 8 no status ConfigMap yet (is the controller running?).
 `
 
 // Main runs the command line args (without the program name) and returns
@@ -87,6 +112,10 @@ func Main(args []string, env Env) int {
 		return schema(args[1:], env)
 	case "run":
 		return runCommand(args[1:], env)
+	case "diff":
+		return diffCommand(args[1:], env)
+	case "status":
+		return statusCommand(args[1:], env)
 	case "version":
 		fmt.Fprintln(env.Stdout, version())
 		return ExitOK

@@ -12,6 +12,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/app"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
 
 // Defaults of `globalconfig run`.
@@ -23,6 +24,9 @@ const (
 	DefaultResync      = 10 * time.Minute
 	// WebhookService is the Service deploy/ puts in front of the webhook.
 	WebhookService = "globalconfig-webhook"
+	// DefaultIstiod is the istiod Service whose instances report the
+	// rollout.
+	DefaultIstiod = envoyfilter.DefaultNamespace + "/istiod"
 )
 
 // runFlags defines the flags of `run` on fs.
@@ -58,6 +62,16 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 		return nil
 	})
 	fs.BoolVar(&o.Webhook.ManageCert, "webhook-manage-cert", true, "create and rotate a self-signed CA and certificate and patch the caBundle; false when cert-manager keeps the Secret")
+	fs.BoolVar(&o.Rollout.Enabled, "rollout", true, "follow which proxies ACK or NACK each new set, from istiod's sync status (/debug/syncz)")
+	fs.StringVar(&o.Rollout.Istiod, "istiod", DefaultIstiod, "the istiod Service, NAMESPACE/NAME: each of its ready endpoints is asked on --istiod-debug-port")
+	fs.IntVar(&o.Rollout.DebugPort, "istiod-debug-port", rollout.DefaultDebugPort, "istiod's HTTP debug port (its --httpAddr)")
+	fs.Func("istiod-debug-url", "comma-separated istiod debug base URLs to ask instead of the Service's endpoints, e.g. http://127.0.0.1:8080 in sidecar mode", func(v string) error {
+		o.Rollout.DebugURLs = strings.Split(v, ",")
+		return nil
+	})
+	fs.StringVar(&o.Rollout.TokenFile, "istiod-token-file", "", "a ServiceAccount token with audience istio-ca, sent to istiod (needed unless istiod is on localhost)")
+	fs.DurationVar(&o.Rollout.Timeout, "rollout-timeout", rollout.DefaultTimeout, "how long proxies may take to ACK a new set before they count as Stale")
+	fs.StringVar(&o.Rollout.RootNamespace, "mesh-root-namespace", envoyfilter.DefaultNamespace, "Istio's root namespace (meshConfig.rootNamespace): an EnvoyFilter there reaches every proxy")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
 
 // Config is what the controller needs to know besides its clients.
@@ -45,6 +46,13 @@ type Config struct {
 	// StatusExtra, when set, adds entries to the status ConfigMap (the MCP
 	// sink's state). It is read on every sync.
 	StatusExtra func() map[string]string
+	// Rollout, when set, is told every set the controller publishes, and
+	// its status goes into the status ConfigMap, Events and metrics. Set
+	// its OnChange to the controller's Enqueue.
+	Rollout *rollout.Tracker
+	// RootNamespace is Istio's root namespace: an EnvoyFilter there
+	// reaches every proxy.
+	RootNamespace string
 }
 
 // StatusName is the name of the status ConfigMap of the ConfigMap name.

@@ -14,6 +14,8 @@ type Metrics struct {
 	ManagedFilters    prometheus.Gauge
 	APIWrites         *prometheus.CounterVec
 	Leader            prometheus.Gauge
+	RolloutProxies    *prometheus.GaugeVec
+	IstiodUnreachable prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -52,8 +54,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "globalconfig_leader",
 			Help: "1 while this replica is the elected writer.",
 		}),
+		RolloutProxies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "globalconfig_rollout_proxies",
+			Help: "Proxies the current EnvoyFilter set reaches, by rollout state: Synced, Pending, Stale, NACKed.",
+		}, []string{"state"}),
+		IstiodUnreachable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "globalconfig_rollout_istiod_unreachable",
+			Help: "istiod instances whose sync status could not be read at the last poll.",
+		}),
 	}
 	reg.MustRegister(m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
-		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader)
+		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader, m.RolloutProxies, m.IstiodUnreachable)
 	return m
 }

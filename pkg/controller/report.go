@@ -46,6 +46,7 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decisio
 			c.metrics.LastApply.SetToCurrentTime()
 		}
 	}
+	c.reportRollout(cm, status)
 	if len(writes) > 0 {
 		// The item diff says why, the writes what: a drift repair has no
 		// item change but writes.
@@ -77,8 +78,10 @@ func (c *Controller) statusOf(d decision) map[string]string {
 			names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
 		}
 		if hash := manager.SetHash(a.desired); status["lastAppliedHash"] != hash {
+			now := time.Now()
 			status["lastAppliedHash"] = hash
-			status["lastAppliedTime"] = time.Now().UTC().Format(time.RFC3339)
+			status["lastAppliedTime"] = now.UTC().Format(time.RFC3339)
+			c.st.appliedHash, c.st.appliedAt = hash, now
 			if !a.diff.Empty() {
 				status["lastChange"] = a.diff.String()
 			}

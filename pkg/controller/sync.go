@@ -15,6 +15,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/plan"
 )
 
 // state is what the worker remembers between syncs of one term.
@@ -36,6 +37,15 @@ type state struct {
 	// ConfigMap. That first read goes to the API server, not the cache: a
 	// term often begins right after an outage.
 	readLive bool
+	// appliedHash and appliedAt are the set this term published and when;
+	// a set published by an earlier term dates from the status's
+	// lastAppliedTime.
+	appliedHash string
+	appliedAt   time.Time
+	// rollout is what the rollout reports already announced: NACKs by
+	// proxy (with their message) for the tracked version, and the
+	// unreachable istiod instances.
+	rollout rolloutSeen
 }
 
 // decision is what the document asks for.
@@ -178,7 +188,7 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		key := d.Metadata.Namespace + "/" + d.Metadata.Name
 		l, exists := live[key]
 		delete(live, key)
-		if exists && equals(l, d) {
+		if exists && plan.Equal(l, d) {
 			continue
 		}
 		body, err := json.Marshal(d)
@@ -194,9 +204,9 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		c.metrics.APIWrites.WithLabelValues("apply", "envoyfilters").Inc()
 		if exists {
 			c.written.Mutation(applied)
-			writes = append(writes, "updated "+key)
+			writes = append(writes, plan.Update.Past()+" "+key)
 		} else {
-			writes = append(writes, "created "+key)
+			writes = append(writes, plan.Create.Past()+" "+key)
 		}
 	}
 	// What is left is live and not desired, in key order.
@@ -213,22 +223,8 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 			return writes, fmt.Errorf("delete envoyfilter %s: %w", key, err)
 		default:
 			c.metrics.APIWrites.WithLabelValues("delete", "envoyfilters").Inc()
-			writes = append(writes, "deleted "+key)
+			writes = append(writes, plan.Delete.Past()+" "+key)
 		}
 	}
 	return writes, nil
-}
-
-// equals reports whether the live object already is d: the labels, the
-// content hash and Istio versions annotations are there, and the spec itself hashes to d's
-// hash (so an edit that kept the annotation is still seen as drift).
-func equals(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
-	if l.Labels[envoyfilter.LabelManagedBy] != envoyfilter.ManagedByValue ||
-		l.Labels[envoyfilter.LabelItem] != d.Item() ||
-		l.Annotations[envoyfilter.AnnotationContentHash] != d.Hash() ||
-		l.Annotations[envoyfilter.AnnotationIstioVersions] != d.Metadata.Annotations[envoyfilter.AnnotationIstioVersions] {
-		return false
-	}
-	h, err := envoyfilter.SpecHash(&l.Spec)
-	return err == nil && h == d.Hash()
 }

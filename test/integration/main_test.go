@@ -97,10 +97,11 @@ func (f *fixture) reset() {
 	_ = cluster.Admin.CoordinationV1().Leases(ns).Delete(ctx, leaseName, metav1.DeleteOptions{})
 }
 
-// start runs a controller for the rest of the test.
+// start runs a controller for the rest of the test. There is no istiod
+// here, so rollout tracking is off (test/e2e proves it).
 func (f *fixture) start(name string, args ...string) *harness.Controller {
 	f.t.Helper()
-	ctl, err := cluster.StartController(controlBin, name, args...)
+	ctl, err := cluster.StartController(controlBin, name, append([]string{"--rollout=false"}, args...)...)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/globalconfig/globalconfig/pkg/rollout"
+)
+
+// rolloutSeen is what the rollout reports already announced.
+type rolloutSeen struct {
+	version string
+	// nacks are proxy → message of the NACKs announced for version.
+	nacks map[string]string
+	// unreachable is the sorted list of istiod addresses last reported
+	// unreachable.
+	unreachable string
+}
+
+// WaitingForIstiod is the rollout summary until istiod first answers for
+// the current set.
+const WaitingForIstiod = "waiting for istiod's sync status"
+
+// reportRollout hands the applied set to the rollout tracker and puts the
+// tracker's latest status into status, Events and metrics. It never
+// waits: the tracker polls on its own and enqueues a sync when its status
+// changes.
+func (c *Controller) reportRollout(cm *corev1.ConfigMap, status map[string]string) {
+	t := c.cfg.Rollout
+	if t == nil || c.st.applied == nil {
+		return
+	}
+	hash := status["lastAppliedHash"]
+	if hash != t.Version() {
+		since := c.st.appliedAt
+		if c.st.appliedHash != hash {
+			// Published by an earlier term (or replica): it dates from the
+			// status it left.
+			since, _ = time.Parse(time.RFC3339, status["lastAppliedTime"])
+		}
+		t.Track(rollout.Generation{Version: hash, Since: since, Scope: rollout.ScopeOf(c.st.applied.desired, c.cfg.RootNamespace)})
+	}
+	st := t.Status()
+	if st == nil || st.Version != hash {
+		status[rollout.SummaryKey] = WaitingForIstiod
+		delete(status, rollout.StatusKey)
+		return
+	}
+	st = scrubbed(st, c.scrub) // a copy: the tracker's status is shared
+	text, err := st.Marshal()
+	if err != nil {
+		c.log.Warn("rollout status not encoded", "err", err)
+		return
+	}
+	status[rollout.StatusKey] = c.scrub(text)
+	status[rollout.SummaryKey] = c.scrub(st.Summary())
+	for _, s := range rollout.States {
+		c.metrics.RolloutProxies.WithLabelValues(string(s)).Set(float64(st.Count(s)))
+	}
+	unreachable := st.Unreachable()
+	c.metrics.IstiodUnreachable.Set(float64(len(unreachable)))
+	c.announceRollout(cm, st, unreachable)
+}
+
+// scrubbed is a copy of st with every message scrubbed.
+func scrubbed(st *rollout.Status, scrub func(string) string) *rollout.Status {
+	out := *st
+	out.Proxies = slices.Clone(st.Proxies)
+	for i := range out.Proxies {
+		out.Proxies[i].Message = scrub(out.Proxies[i].Message)
+	}
+	out.Istiod = slices.Clone(st.Istiod)
+	for i := range out.Istiod {
+		out.Istiod[i].Error = scrub(out.Istiod[i].Error)
+	}
+	return &out
+}
+
+// announceRollout records a Warning Event for every proxy that NACKed the
+// current set (once per proxy and message) and whenever the set of
+// unreachable istiod instances changes.
+func (c *Controller) announceRollout(cm *corev1.ConfigMap, st *rollout.Status, unreachable []rollout.Istiod) {
+	seen := &c.st.rollout
+	if seen.version != st.Version {
+		seen.version, seen.nacks = st.Version, map[string]string{}
+	}
+	for _, p := range st.Proxies {
+		if p.State != rollout.NACKed || seen.nacks[p.Name] == p.Message {
+			continue
+		}
+		seen.nacks[p.Name] = p.Message
+		c.event(cm, corev1.EventTypeWarning, "ProxyRejected", "%s %s (Istio %s, via %s) rejected the EnvoyFilters of set %s: %s",
+			p.Type, p.Name, p.IstioVersion, p.Istiod, st.Version, p.Message)
+	}
+	var addrs []string
+	for _, u := range unreachable {
+		addrs = append(addrs, u.Address+": "+u.Error)
+	}
+	slices.Sort(addrs)
+	if now := strings.Join(addrs, "; "); now != seen.unreachable {
+		seen.unreachable = now
+		if now != "" {
+			c.event(cm, corev1.EventTypeWarning, "IstiodUnreachable", "rollout status unknown for %s: %s", plural(len(addrs), "one istiod", fmt.Sprintf("%d istiod instances", len(addrs))), now)
+		}
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

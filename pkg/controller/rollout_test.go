@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/globalconfig/globalconfig/pkg/rollout"
+)
+
+// fakeIstiod serves /debug/syncz with whatever proxies holds.
+func fakeIstiod(t *testing.T, proxies *[]rollout.ProxySync) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(*proxies)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func gatewaySync(name string, sent time.Time, lastError string) rollout.ProxySync {
+	p := rollout.ProxySync{ProxyID: "router~10.0.0.1~" + name + "~istio-system.svc.cluster.local", IstioVersion: "1.31.0",
+		Resources: map[string]rollout.ResourceSync{}}
+	for _, u := range []string{rollout.ListenerType, rollout.ClusterType, rollout.RouteType} {
+		p.Resources[u] = rollout.ResourceSync{Sent: "n1", Acked: "n1", SentTime: sent}
+	}
+	if lastError != "" {
+		p.Resources[rollout.ListenerType] = rollout.ResourceSync{Sent: "n2", Acked: "n1", SentTime: sent, LastError: lastError}
+	}
+	return p
+}
+
+// The controller hands each new set to the tracker, and puts what the
+// tracker learns into the status (secrets scrubbed), one Warning Event per
+// NACK, and the metrics; an unreachable istiod is said to be one.
+func TestSyncReportsRollout(t *testing.T) {
+	var proxies []rollout.ProxySync
+	istiod := fakeIstiod(t, &proxies)
+	tracker := rollout.NewTracker(rollout.Static{istiod.URL, "http://127.0.0.1:1"}, &rollout.Client{}, time.Minute)
+	f := newFixture(t, Config{Rollout: tracker, RootNamespace: testNS})
+	f.putConfig(docV1 + "tracing:\n  enable: true\n  skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t}\n")
+	f.mustSync()
+	s := f.status()
+	if tracker.Version() != s["lastAppliedHash"] || s[rollout.SummaryKey] != WaitingForIstiod {
+		t.Fatalf("the tracker should follow the applied set %q (tracks %q); summary %q", s["lastAppliedHash"], tracker.Version(), s[rollout.SummaryKey])
+	}
+
+	after := time.Now().Add(time.Second)
+	proxies = []rollout.ProxySync{
+		gatewaySync("gw-a.istio-system", after, ""),
+		gatewaySync("gw-b.istio-system", after, "Error adding/updating listener(s) 0.0.0.0_80: token s3cr3t refused"),
+	}
+	tracker.Poll(f.ctx)
+	f.deliver()
+	f.mustSync()
+	s = f.status()
+	st, err := rollout.Parse(s[rollout.StatusKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Version != s["lastAppliedHash"] || st.Synced != 1 || st.NACKed != 1 {
+		t.Fatalf("rollout %+v", st)
+	}
+	if strings.Contains(s[rollout.StatusKey], "s3cr3t") || !strings.Contains(st.Proxies[0].Message, "token [redacted] refused") {
+		t.Errorf("the NACK message should be in the status, scrubbed: %q", st.Proxies[0].Message)
+	}
+	if !strings.HasPrefix(s[rollout.SummaryKey], "2 proxies: 1 NACKed, 1 Synced; 1 of 2 istiod unreachable") {
+		t.Errorf("summary %q", s[rollout.SummaryKey])
+	}
+	events := drain(f)
+	want := []string{"Warning ProxyRejected gateway gw-b.istio-system", "Warning IstiodUnreachable rollout status unknown for one istiod: http://127.0.0.1:1"}
+	for _, w := range want {
+		if !containsPrefix(events, w) {
+			t.Errorf("no event %q among %q", w, events)
+		}
+	}
+	for _, e := range events {
+		if strings.Contains(e, "s3cr3t") {
+			t.Errorf("an event leaks the secret: %q", e)
+		}
+	}
+	if n := testutil.ToFloat64(f.metrics.RolloutProxies.WithLabelValues("NACKed")); n != 1 {
+		t.Errorf("nacked proxies metric %v", n)
+	}
+	if n := testutil.ToFloat64(f.metrics.IstiodUnreachable); n != 1 {
+		t.Errorf("unreachable istiod metric %v", n)
+	}
+
+	// The same NACK is announced once.
+	f.mustSync()
+	if events := drain(f); len(events) != 0 {
+		t.Errorf("a resync announced again: %q", events)
+	}
+}
+
+func drain(f *fixture) []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func containsPrefix(list []string, prefix string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,275 @@
+// Package plan says what applying a document would change, the way
+// `kubectl diff` does: the item diff (the words of the controller's
+// Applied Event and of the admission webhook's warning) and the managed
+// EnvoyFilters that would be created, updated or deleted, each with a
+// unified diff. It decides "already equal" exactly as the controller does
+// (Equal), and words what the controller wrote with the same Action.
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/manager"
+)
+
+// Action is what happens to one managed EnvoyFilter.
+type Action string
+
+// The actions, as `globalconfig diff` words its plan lines.
+const (
+	Create Action = "create"
+	Update Action = "update"
+	Delete Action = "delete"
+)
+
+// Past is the action done, as the controller's Applied Event words its
+// writes: "created", "updated", "deleted".
+func (a Action) Past() string {
+	switch a {
+	case Create:
+		return "created"
+	case Update:
+		return "updated"
+	case Delete:
+		return "deleted"
+	}
+	return string(a)
+}
+
+// Equal reports whether the live object already is d: the labels, the
+// content hash and Istio versions annotations are there, and the spec
+// itself hashes to d's hash (so an edit that kept the annotation is still
+// seen as drift). The controller writes exactly the objects this says are
+// not equal.
+func Equal(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
+	if l.Labels[envoyfilter.LabelManagedBy] != envoyfilter.ManagedByValue ||
+		l.Labels[envoyfilter.LabelItem] != d.Item() ||
+		l.Annotations[envoyfilter.AnnotationContentHash] != d.Hash() ||
+		l.Annotations[envoyfilter.AnnotationIstioVersions] != d.Metadata.Annotations[envoyfilter.AnnotationIstioVersions] {
+		return false
+	}
+	h, err := envoyfilter.SpecHash(&l.Spec)
+	return err == nil && h == d.Hash()
+}
+
+// Items is the item diff: which items the change adds, changes or
+// removes (manager.Diff without the unchanged ones).
+type Items struct {
+	Added   []string `json:"added"`
+	Changed []string `json:"changed"`
+	Removed []string `json:"removed"`
+}
+
+// ItemsOf is the item part of d; its lists are never nil.
+func ItemsOf(d manager.Diff) Items {
+	nonNil := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return Items{Added: nonNil(d.Added), Changed: nonNil(d.Changed), Removed: nonNil(d.Removed)}
+}
+
+// Diff is the manager.Diff of the items (Unchanged left empty).
+func (i Items) Diff() manager.Diff {
+	return manager.Diff{Added: i.Added, Changed: i.Changed, Removed: i.Removed}
+}
+
+// Empty reports whether no item is added, changed or removed.
+func (i Items) Empty() bool { return i.Diff().Empty() }
+
+// String is the item line, manager.Diff's words: "changed gzip; removed
+// zstd", or "no item changed".
+func (i Items) String() string { return i.Diff().String() }
+
+// ParseItems reads back an item line (manager.Diff.String), such as the
+// status ConfigMap's lastChange; ok is false when s is not one.
+func ParseItems(s string) (items Items, ok bool) {
+	items = ItemsOf(manager.Diff{})
+	if s == (manager.Diff{}).String() {
+		return items, true
+	}
+	for _, part := range strings.Split(s, "; ") {
+		verb, names, found := strings.Cut(part, " ")
+		if !found || names == "" {
+			return Items{}, false
+		}
+		list := strings.Split(names, ", ")
+		switch verb {
+		case "added":
+			items.Added = append(items.Added, list...)
+		case "changed":
+			items.Changed = append(items.Changed, list...)
+		case "removed":
+			items.Removed = append(items.Removed, list...)
+		default:
+			return Items{}, false
+		}
+	}
+	return items, true
+}
+
+// Change is one EnvoyFilter the plan writes.
+type Change struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Item is the document item the EnvoyFilter is built from.
+	Item   string `json:"item,omitempty"`
+	Action Action `json:"action"`
+	// Diff is the unified diff from the live object to the file's, over
+	// its spec and the labels and annotations globalconfig sets.
+	Diff string `json:"diff"`
+}
+
+// Key is namespace/name.
+func (c Change) Key() string { return c.Namespace + "/" + c.Name }
+
+// Plan is what applying a document would change.
+type Plan struct {
+	Items Items `json:"items"`
+	// EnvoyFilters are the writes, in the order the controller makes
+	// them: the desired objects by name, then the deletes by key.
+	EnvoyFilters []Change `json:"envoyFilters"`
+}
+
+// New plans the change from the live state to the file's: before and
+// after are the section keys of the live and the file's documents
+// (manager.KeysOf, manager.SectionKeys; before is nil when there is no
+// live document), desired the file's EnvoyFilters and live the managed
+// EnvoyFilters in the cluster.
+func New(before, after map[string]string, desired []*envoyfilter.Object, live []*clientnetworking.EnvoyFilter) (*Plan, error) {
+	p := &Plan{Items: ItemsOf(manager.Compare(before, after)), EnvoyFilters: []Change{}}
+	byKey := map[string]*clientnetworking.EnvoyFilter{}
+	for _, l := range live {
+		if l.Labels[envoyfilter.LabelManagedBy] == envoyfilter.ManagedByValue {
+			byKey[l.Namespace+"/"+l.Name] = l
+		}
+	}
+	for _, d := range desired {
+		key := d.Metadata.Namespace + "/" + d.Metadata.Name
+		l, exists := byKey[key]
+		delete(byKey, key)
+		if exists && Equal(l, d) {
+			continue
+		}
+		c := Change{Name: d.Metadata.Name, Namespace: d.Metadata.Namespace, Item: d.Item(), Action: Create}
+		from := ""
+		if exists {
+			c.Action = Update
+			y, err := LiveYAML(l)
+			if err != nil {
+				return nil, err
+			}
+			from = string(y)
+		}
+		to, err := desiredYAML(d)
+		if err != nil {
+			return nil, err
+		}
+		c.Diff = Unified("live/"+key, "file/"+key, from, string(to))
+		p.EnvoyFilters = append(p.EnvoyFilters, c)
+	}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		l := byKey[key]
+		y, err := LiveYAML(l)
+		if err != nil {
+			return nil, err
+		}
+		p.EnvoyFilters = append(p.EnvoyFilters, Change{
+			Name: l.Name, Namespace: l.Namespace, Item: l.Labels[envoyfilter.LabelItem], Action: Delete,
+			Diff: Unified("live/"+key, "file/"+key, string(y), ""),
+		})
+	}
+	return p, nil
+}
+
+// Empty reports whether applying changes nothing: no item and no
+// EnvoyFilter.
+func (p *Plan) Empty() bool { return p.Items.Empty() && len(p.EnvoyFilters) == 0 }
+
+// NoEnvoyFilterChanges is the plan line when no EnvoyFilter is written.
+const NoEnvoyFilterChanges = "no changes to the EnvoyFilters"
+
+// String is the plan for people: the item line, one line per EnvoyFilter
+// written ("update istio-system/globalconfig-gzip"), then their unified
+// diffs.
+func (p *Plan) String() string {
+	var b strings.Builder
+	b.WriteString(p.Items.String())
+	b.WriteByte('\n')
+	if len(p.EnvoyFilters) == 0 {
+		b.WriteString(NoEnvoyFilterChanges + "\n")
+		return b.String()
+	}
+	for _, c := range p.EnvoyFilters {
+		fmt.Fprintf(&b, "%s %s\n", c.Action, c.Key())
+	}
+	for _, c := range p.EnvoyFilters {
+		b.WriteByte('\n')
+		if c.Diff == "" {
+			// Equal content but not equal to the controller: the spec no
+			// longer hashes to its annotation in a way YAML does not show.
+			fmt.Fprintf(&b, "%s: the spec differs from its content hash; no change in the YAML\n", c.Key())
+			continue
+		}
+		b.WriteString(c.Diff)
+	}
+	return b.String()
+}
+
+// The labels and annotations globalconfig sets on an EnvoyFilter: the
+// part of the metadata a diff shows.
+var (
+	ownLabels      = []string{envoyfilter.LabelManagedBy, envoyfilter.LabelItem}
+	ownAnnotations = []string{envoyfilter.AnnotationContentHash, envoyfilter.AnnotationIstioVersions}
+)
+
+// LiveYAML is a live EnvoyFilter as a diff shows it: in the shape of a
+// rendered one (envoyfilter.Object), with only the labels and annotations
+// globalconfig sets.
+func LiveYAML(l *clientnetworking.EnvoyFilter) ([]byte, error) {
+	o := &envoyfilter.Object{
+		APIVersion: envoyfilter.APIVersion,
+		Kind:       envoyfilter.Kind,
+		Metadata: envoyfilter.Metadata{
+			Name: l.Name, Namespace: l.Namespace,
+			Labels: only(l.Labels, ownLabels), Annotations: only(l.Annotations, ownAnnotations),
+		},
+		Spec: &l.Spec,
+	}
+	y, err := o.YAML()
+	if err != nil {
+		return nil, fmt.Errorf("encode envoyfilter %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	return y, nil
+}
+
+// desiredYAML is a rendered EnvoyFilter as a diff shows it.
+func desiredYAML(d *envoyfilter.Object) ([]byte, error) {
+	o := *d
+	o.Metadata.Labels = only(d.Metadata.Labels, ownLabels)
+	o.Metadata.Annotations = only(d.Metadata.Annotations, ownAnnotations)
+	y, err := o.YAML()
+	if err != nil {
+		return nil, fmt.Errorf("encode envoyfilter %s/%s: %w", d.Metadata.Namespace, d.Metadata.Name, err)
+	}
+	return y, nil
+}
+
+// only is the entries of m under keys.
+func only(m map[string]string, keys []string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}

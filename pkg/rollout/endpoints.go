@@ -1,0 +1,52 @@
+package rollout
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+)
+
+// DefaultDebugPort is istiod's HTTP debug port (--httpAddr :8080). The
+// istiod Service does not expose it, so every ready endpoint is asked on
+// it directly: each istiod knows only the proxies connected to it.
+const DefaultDebugPort = 8080
+
+// ServiceEndpoints finds every ready istiod behind a Service from its
+// EndpointSlices.
+type ServiceEndpoints struct {
+	Lister          discoverylisters.EndpointSliceLister
+	Namespace, Name string
+	Port            int
+}
+
+// Endpoints returns http://ADDRESS:PORT for every ready endpoint.
+func (s ServiceEndpoints) Endpoints() ([]string, error) {
+	slices_, err := s.Lister.EndpointSlices(s.Namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: s.Name}))
+	if err != nil {
+		return nil, fmt.Errorf("list EndpointSlices of Service %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	var out []string
+	for _, sl := range slices_ {
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				u := "http://" + net.JoinHostPort(a, strconv.Itoa(s.Port))
+				if !slices.Contains(out, u) {
+					out = append(out, u)
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the Service %s/%s has no ready endpoints", s.Namespace, s.Name)
+	}
+	slices.Sort(out)
+	return out, nil
+}

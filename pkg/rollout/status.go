@@ -1,0 +1,171 @@
+// Package rollout tells which proxies took the generated EnvoyFilters. It
+// asks every istiod, the way `istioctl proxy-status` does, for its sync
+// status (/debug/syncz on istiod's HTTP debug port): per connected proxy,
+// per xDS type, the nonce last sent, the nonce last ACKed, when it was
+// sent, and the message of the last NACK. From that and the time the
+// current set was written it sorts the proxies the set reaches into
+// synced, pending, stale and NACKed.
+//
+// It never writes to the cluster; the controller puts its Status into the
+// status ConfigMap, Events and metrics, and asks for a new one whenever
+// it publishes a new set. Nothing in here can block applying.
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// State is where one proxy stands with the current set.
+type State string
+
+// The states, in the order the status lists them.
+const (
+	// NACKed: the proxy rejected the last listeners, clusters or routes
+	// istiod sent it; Envoy keeps running its previous configuration.
+	NACKed State = "NACKed"
+	// Stale: the proxy has not ACKed configuration sent after the set was
+	// written, and the rollout timeout has passed.
+	Stale State = "Stale"
+	// Pending: as Stale, but still within the rollout timeout.
+	Pending State = "Pending"
+	// Synced: istiod sent the proxy listeners, clusters and routes after
+	// the set was written, and the proxy ACKed them.
+	Synced State = "Synced"
+)
+
+// States lists the states in display order.
+var States = []State{NACKed, Stale, Pending, Synced}
+
+// StatusKey is the status ConfigMap's key holding the Status as YAML;
+// SummaryKey holds its one-line Summary.
+const (
+	StatusKey  = "rollout"
+	SummaryKey = "rolloutSummary"
+)
+
+// MaxListed bounds the proxies a Status lists: a ConfigMap holds at most
+// 1 MiB. The counts always cover every proxy; NACKed proxies come first.
+const MaxListed = 200
+
+// MaxMessage bounds one NACK message.
+const MaxMessage = 1024
+
+// Status is the rollout of one generated set.
+type Status struct {
+	// Version is the generated set's hash (the status ConfigMap's
+	// lastAppliedHash).
+	Version string `json:"version"`
+	// Since is when the set was written (or served over MCP).
+	Since time.Time `json:"since"`
+	// Istiod lists every istiod asked, with its error when it did not
+	// answer.
+	Istiod []Istiod `json:"istiod"`
+	// Counts of the proxies the set reaches, by state.
+	Selected int `json:"selected"`
+	Synced   int `json:"synced"`
+	Pending  int `json:"pending"`
+	Stale    int `json:"stale"`
+	NACKed   int `json:"nacked"`
+	// Proxies are the proxies the set reaches, NACKed first, at most
+	// MaxListed; Unlisted counts the rest.
+	Proxies  []Proxy `json:"proxies,omitempty"`
+	Unlisted int     `json:"unlisted,omitempty"`
+}
+
+// Istiod is one istiod instance asked.
+type Istiod struct {
+	Address string `json:"address"`
+	// Proxies connected to it.
+	Proxies int `json:"proxies"`
+	// Error says why it could not be asked ("" when it answered).
+	Error string `json:"error,omitempty"`
+}
+
+// Proxy is one proxy the set reaches.
+type Proxy struct {
+	// Name is the pod's name.namespace, as istioctl proxy-status shows it.
+	Name         string `json:"name"`
+	Type         string `json:"type"`
+	IstioVersion string `json:"istioVersion,omitempty"`
+	// Istiod is the address of the istiod it is connected to.
+	Istiod string `json:"istiod"`
+	State  State  `json:"state"`
+	// Message is, for a NACK, the xDS type and Envoy's rejection message,
+	// scrubbed of the document's secret values; for Stale, what is
+	// missing.
+	Message string `json:"message,omitempty"`
+	// Sent is when istiod last sent the proxy listeners.
+	Sent *time.Time `json:"sent,omitempty"`
+}
+
+// Count returns the count of state s.
+func (s *Status) Count(st State) int {
+	switch st {
+	case NACKed:
+		return s.NACKed
+	case Stale:
+		return s.Stale
+	case Pending:
+		return s.Pending
+	case Synced:
+		return s.Synced
+	}
+	return 0
+}
+
+// Unreachable returns the istiod instances that did not answer.
+func (s *Status) Unreachable() []Istiod {
+	var out []Istiod
+	for _, i := range s.Istiod {
+		if i.Error != "" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Summary is one line for people: "2 proxies: 1 Synced, 1 NACKed".
+func (s *Status) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d prox%s", s.Selected, plural(s.Selected, "y", "ies"))
+	sep := ": "
+	for _, st := range States {
+		if n := s.Count(st); n > 0 {
+			fmt.Fprintf(&b, "%s%d %s", sep, n, st)
+			sep = ", "
+		}
+	}
+	if u := s.Unreachable(); len(u) > 0 {
+		fmt.Fprintf(&b, "; %d of %d istiod unreachable", len(u), len(s.Istiod))
+	}
+	if len(s.Istiod) == 0 {
+		b.WriteString("; no istiod found")
+	}
+	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Marshal is the Status as the status ConfigMap holds it.
+func (s *Status) Marshal() (string, error) {
+	b, err := yaml.Marshal(s)
+	return string(b), err
+}
+
+// Parse reads what Marshal wrote.
+func Parse(text string) (*Status, error) {
+	s := &Status{}
+	if err := yaml.UnmarshalStrict([]byte(text), s); err != nil {
+		return nil, fmt.Errorf("rollout status: %w", err)
+	}
+	return s, nil
+}

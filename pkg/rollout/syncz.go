@@ -1,0 +1,161 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// xDS type URLs whose sync decides a proxy's state: an EnvoyFilter
+// patches listeners, clusters and route configurations, and a full push
+// resends all three.
+const (
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// watchedTypes are the types checked, with the short names messages use.
+var watchedTypes = []struct{ url, short string }{
+	{ListenerType, "LDS"}, {ClusterType, "CDS"}, {RouteType, "RDS"},
+}
+
+// ProxySync is one entry of istiod's /debug/syncz: one connected proxy.
+// Only the fields rollout reads are decoded.
+type ProxySync struct {
+	ProxyID      string `json:"proxy"`
+	ProxyType    string `json:"proxy_type"`
+	IstioVersion string `json:"istio_version"`
+	// Resources is, per type URL, what istiod sent and what was ACKed.
+	Resources map[string]ResourceSync `json:"resources"`
+}
+
+// ResourceSync is istiod's record of one xDS type of one proxy.
+type ResourceSync struct {
+	Sent     string    `json:"sent"`
+	Acked    string    `json:"acked"`
+	SentTime time.Time `json:"sentTime"`
+	// LastError is Envoy's message of the last NACK; istiod clears it on
+	// the next ACK.
+	LastError string `json:"lastError"`
+}
+
+// Namespace is the proxy's namespace, from its node ID
+// (TYPE~IP~POD.NAMESPACE~DOMAIN).
+func (p ProxySync) Namespace() string {
+	_, ns, _ := strings.Cut(p.Name(), ".")
+	return ns
+}
+
+// Name is POD.NAMESPACE, as istioctl proxy-status shows a proxy.
+func (p ProxySync) Name() string {
+	parts := strings.Split(p.ProxyID, "~")
+	if len(parts) != 4 {
+		return p.ProxyID
+	}
+	return parts[2]
+}
+
+// Kind is "gateway" for a router, "sidecar" for a sidecar, else
+// istiod's node type (waypoints and ztunnels take no EnvoyFilter).
+func (p ProxySync) Kind() string {
+	switch p.ProxyType {
+	case "router":
+		return "gateway"
+	case "sidecar":
+		return "sidecar"
+	}
+	if p.ProxyType == "" {
+		if t, _, ok := strings.Cut(p.ProxyID, "~"); ok {
+			return ProxySync{ProxyType: t}.Kind()
+		}
+	}
+	return p.ProxyType
+}
+
+// Source lists the istiod instances to ask.
+type Source interface {
+	// Endpoints returns the base URLs of istiod's HTTP debug port, e.g.
+	// http://10.0.0.12:8080, one per instance; err says why they could not
+	// be listed.
+	Endpoints() ([]string, error)
+}
+
+// Static is a fixed list of istiod base URLs.
+type Static []string
+
+// Endpoints returns the list.
+func (s Static) Endpoints() ([]string, error) { return s, nil }
+
+// Client asks one istiod for its sync status.
+type Client struct {
+	HTTP *http.Client
+	// TokenFile, when set, holds a ServiceAccount token with the audience
+	// istio-ca, sent as a Bearer token: istiod serves its debug endpoints
+	// without one only to localhost. It is read on every request (the
+	// kubelet rotates it) and never logged.
+	TokenFile string
+}
+
+// RequestTimeout bounds one request to one istiod.
+const RequestTimeout = 5 * time.Second
+
+// MaxResponse bounds the syncz answer read: 64 MiB is well over 100k
+// proxies.
+const MaxResponse = 64 << 20
+
+// Syncz returns what the istiod at base reports.
+func (c *Client) Syncz(ctx context.Context, base string) ([]ProxySync, error) {
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/debug/syncz", nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.TokenFile != "" {
+		tok, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("read token file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	if err != nil {
+		return nil, fmt.Errorf("read /debug/syncz: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/debug/syncz answered %s: %s", resp.Status, firstLine(string(body), 200))
+	}
+	var out []ProxySync
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("decode /debug/syncz: %w", err)
+	}
+	return out, nil
+}
+
+// firstLine is s's first line, at most n bytes.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return truncate(s, n)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
