@@ -62,12 +62,8 @@ func newCluster(t *testing.T, doc string) *cluster {
 			t.Fatal(err)
 		}
 		for _, o := range objs {
-			b, err := json.Marshal(o)
+			ef, err := plan.Applied(o)
 			if err != nil {
-				t.Fatal(err)
-			}
-			ef := &clientnetworking.EnvoyFilter{}
-			if err := json.Unmarshal(b, ef); err != nil {
 				t.Fatal(err)
 			}
 			istioObjs = append(istioObjs, ef)

@@ -71,7 +71,7 @@ func TestSyncReportsRollout(t *testing.T) {
 	if !strings.HasPrefix(s[rollout.SummaryKey], "2 proxies: 1 NACKed, 1 Synced; 1 of 2 istiod unreachable") {
 		t.Errorf("summary %q", s[rollout.SummaryKey])
 	}
-	events := drain(f)
+	events := f.events()
 	want := []string{"Warning ProxyRejected gateway gw-b.istio-system", "Warning IstiodUnreachable rollout status unknown for one istiod: http://127.0.0.1:1"}
 	for _, w := range want {
 		if !containsPrefix(events, w) {
@@ -92,20 +92,8 @@ func TestSyncReportsRollout(t *testing.T) {
 
 	// The same NACK is announced once.
 	f.mustSync()
-	if events := drain(f); len(events) != 0 {
+	if events := f.events(); len(events) != 0 {
 		t.Errorf("a resync announced again: %q", events)
-	}
-}
-
-func drain(f *fixture) []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
 	}
 }
 

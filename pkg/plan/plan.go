@@ -7,6 +7,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -272,4 +273,19 @@ func only(m map[string]string, keys []string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Applied is o as the API server stores it after a server-side apply
+// (the controller sends o as JSON): the live object a fake clientset
+// should hold.
+func Applied(o *envoyfilter.Object) (*clientnetworking.EnvoyFilter, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	ef := &clientnetworking.EnvoyFilter{}
+	if err := json.Unmarshal(b, ef); err != nil {
+		return nil, err
+	}
+	return ef, nil
 }

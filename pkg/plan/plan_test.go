@@ -39,12 +39,8 @@ func applied(t *testing.T, objs []*envoyfilter.Object) []*clientnetworking.Envoy
 	t.Helper()
 	var out []*clientnetworking.EnvoyFilter
 	for _, o := range objs {
-		b, err := json.Marshal(o)
+		ef, err := plan.Applied(o)
 		if err != nil {
-			t.Fatal(err)
-		}
-		ef := &clientnetworking.EnvoyFilter{}
-		if err := json.Unmarshal(b, ef); err != nil {
 			t.Fatal(err)
 		}
 		ef.UID, ef.ResourceVersion = "uid", "1"
