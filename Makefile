@@ -26,11 +26,14 @@ ETCD               := $(TOOLS_DIR)/etcd-$(ETCD_VERSION)
 ISTIO_VERSION      := v0.0.0-20260827124520-eed52ebb66ad
 PILOT_DISCOVERY    := $(TOOLS_DIR)/pilot-discovery-$(ISTIO_VERSION)
 ISTIOCTL           := $(TOOLS_DIR)/istioctl-$(ISTIO_VERSION)
+HELM_VERSION       := v3.22.0
+HELM               := $(TOOLS_DIR)/helm-$(HELM_VERSION)
 export GLOBALCONFIG_KUBE_APISERVER = $(KUBE_APISERVER)
 export GLOBALCONFIG_KUBECTL        = $(KUBECTL)
 export GLOBALCONFIG_ETCD           = $(ETCD)
 export GLOBALCONFIG_PILOT_DISCOVERY = $(PILOT_DISCOVERY)
 export GLOBALCONFIG_ISTIOCTL       = $(ISTIOCTL)
+export GLOBALCONFIG_HELM           = $(HELM)
 
 # One strict patch decoder per Envoy API: envoy-compat built against each
 # go-control-plane/envoy release (test/tools/compat), into
@@ -60,7 +63,7 @@ vet:
 test: vet tools
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-run: build kube-tools
+run: build kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL)
 	$(GO) run ./test/sandbox --controller $(BIN)/globalconfig
 
 # Unit benchmarks, then the integration and end-to-end benchmarks against
@@ -84,7 +87,7 @@ golden:
 clean:
 	rm -rf $(BIN)
 
-tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) compat-tools
+tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) $(HELM) compat-tools
 kube-tools: $(KUBE_APISERVER) $(KUBECTL) $(ETCD)
 
 compat: compat-tools
@@ -114,3 +117,7 @@ $(PILOT_DISCOVERY):
 $(ISTIOCTL):
 	@mkdir -p $(TOOLS_DIR)
 	cd test/tools/istio && $(GO) build -trimpath -o $@.tmp istio.io/istio/istioctl/cmd/istioctl && mv $@.tmp $@
+
+$(HELM):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/helm && $(GO) build -trimpath -o $@.tmp helm.sh/helm/v3/cmd/helm && mv $@.tmp $@

@@ -202,7 +202,7 @@ func BenchmarkPropagation(b *testing.B) {
 	}
 	mcpAddr := fmt.Sprintf("127.0.0.1:%d", port)
 	startMCPController(ctx, b, "bench-mcp-controller", mcpAddr)
-	_, mcpGateway := startMCPIstiod(ctx, b, "bench-istiod-mcp", mcpAddr)
+	_, mcpGateway := startMCPIstiod(ctx, b, "bench-istiod-mcp", mcpAddr, 0)
 	if cm, err = cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "global-config", metav1.GetOptions{}); err != nil {
 		b.Fatal(err)
 	}

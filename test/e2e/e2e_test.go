@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,7 +190,12 @@ func putConfig(ctx context.Context, t testing.TB, doc string) {
 // what it made.
 func startController(ctx context.Context, t testing.TB, args ...string) *harness.Controller {
 	t.Helper()
-	ctl, err := cluster.StartController(controlBin, "controller-"+strings.ReplaceAll(t.Name(), "/", "-"), append([]string{"--leader-elect=false"}, args...)...)
+	base := []string{"--leader-elect=false"}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--istiod") }) {
+		// The rollout is read from the suite's istiod.
+		base = append(base, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	}
+	ctl, err := cluster.StartController(controlBin, "controller-"+strings.ReplaceAll(t.Name(), "/", "-"), append(base, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

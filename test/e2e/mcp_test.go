@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
@@ -22,9 +23,9 @@ func mcpMesh(addr string) string {
 
 // startMCPController runs the controller as istiod's sidecar would: MCP
 // sink only, on addr.
-func startMCPController(ctx context.Context, t testing.TB, name, addr string) *harness.Controller {
+func startMCPController(ctx context.Context, t testing.TB, name, addr string, extra ...string) *harness.Controller {
 	t.Helper()
-	ctl, err := cluster.StartController(controlBin, name, "--leader-elect=false", "--sink=mcp", "--mcp-addr="+addr)
+	ctl, err := cluster.StartController(controlBin, name, append([]string{"--leader-elect=false", "--sink=mcp", "--mcp-addr=" + addr}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +41,9 @@ func startMCPController(ctx context.Context, t testing.TB, name, addr string) *h
 	return ctl
 }
 
-func startMCPIstiod(ctx context.Context, t testing.TB, name, addr string) (*harness.Istiod, *xds.Client) {
+func startMCPIstiod(ctx context.Context, t testing.TB, name, addr string, httpPort int) (*harness.Istiod, *xds.Client) {
 	t.Helper()
-	ist, err := cluster.StartIstiod(ctx, name, mcpMesh(addr))
+	ist, err := cluster.StartIstiodAt(ctx, name, mcpMesh(addr), httpPort)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +88,14 @@ func TestMCPSidecar(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(context.Background(), "global-config", metav1.DeleteOptions{})
 	})
-	ctl := startMCPController(ctx, t, "mcp-controller", addr)
-	first, client := startMCPIstiod(ctx, t, "istiod-mcp", addr)
+	// The sidecar asks its own istiod for the rollout, on localhost.
+	debugPort, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolloutArgs := []string{fmt.Sprintf("--istiod-debug-url=http://127.0.0.1:%d", debugPort)}
+	ctl := startMCPController(ctx, t, "mcp-controller", addr, rolloutArgs...)
+	first, client := startMCPIstiod(ctx, t, "istiod-mcp", addr, debugPort)
 
 	for _, o := range desiredObjects(t, doc) {
 		waitOn(ctx, t, client, o.Metadata.Name+" over MCP", func(s xds.Snapshot) error { return inEffect(o, s) })
@@ -106,6 +113,10 @@ func TestMCPSidecar(t *testing.T) {
 	if m["globalconfig_mcp_connections"] != 1 || acks < 1 || nacks != 0 {
 		t.Errorf("mcp metrics: %v connections, %v ACKs, %v NACKs of EnvoyFilters; want 1, at least 1, 0", m["globalconfig_mcp_connections"], acks, nacks)
 	}
+	// The rollout works the same over MCP: the gateway ACKed the set.
+	waitRollout(ctx, t, "the gateway takes the set served over MCP", func(st *rollout.Status) bool {
+		return st.Selected == 1 && state(st, "gw-10-1-1-1."+ns) == rollout.Synced && len(st.Unreachable()) == 0
+	})
 
 	gzipWith := func(doc string) *envoyfilter.Object {
 		for _, o := range desiredObjects(t, doc) {
@@ -122,7 +133,7 @@ func TestMCPSidecar(t *testing.T) {
 
 	// The controller restarts: istiod reconnects and gets the current set.
 	ctl.Kill()
-	ctl = startMCPController(ctx, t, "mcp-controller-2", addr)
+	ctl = startMCPController(ctx, t, "mcp-controller-2", addr, rolloutArgs...)
 	again := strings.Replace(edited, "chunkSize: 8192", "chunkSize: 16384", 1)
 	putConfig(ctx, t, again)
 	waitOn(ctx, t, client, "edit after a controller restart", func(s xds.Snapshot) error { return inEffect(gzipWith(again), s) })
@@ -137,7 +148,7 @@ func TestMCPSidecar(t *testing.T) {
 	// and serves it.
 	client.Close()
 	first.Kill()
-	_, client2 := startMCPIstiod(ctx, t, "istiod-mcp-2", addr)
+	_, client2 := startMCPIstiod(ctx, t, "istiod-mcp-2", addr, debugPort)
 	for _, o := range desiredObjects(t, again) {
 		waitOn(ctx, t, client2, o.Metadata.Name+" after an istiod restart", func(s xds.Snapshot) error { return inEffect(o, s) })
 	}

@@ -21,12 +21,22 @@ type Istiod struct {
 // StartIstiod starts istiod with meshConfig (YAML; rootNamespace is
 // istio-system when it says nothing else) and waits until /ready answers.
 func (c *Cluster) StartIstiod(ctx context.Context, name, meshConfig string) (*Istiod, error) {
+	return c.StartIstiodAt(ctx, name, meshConfig, 0)
+}
+
+// StartIstiodAt is StartIstiod with its HTTP (debug) port chosen by the
+// caller, who may need it before istiod starts; 0 picks a free one.
+func (c *Cluster) StartIstiodAt(ctx context.Context, name, meshConfig string, httpPort int) (*Istiod, error) {
 	bin, err := Binary(EnvPilotDiscovery)
 	if err != nil {
 		return nil, err
 	}
 	ports := make([]int, 4)
 	for i := range ports {
+		if i == 1 && httpPort != 0 {
+			ports[i] = httpPort
+			continue
+		}
 		if ports[i], err = FreePort(); err != nil {
 			return nil, err
 		}
