@@ -130,7 +130,7 @@ func (c *Client) Syncz(ctx context.Context, base string) ([]ProxySync, error) {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("unreachable: %w", err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))

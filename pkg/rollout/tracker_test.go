@@ -90,7 +90,7 @@ func TestStatesAcrossTwoIstiods(t *testing.T) {
 		st.Proxies[0].Message != "LDS: Error adding/updating listener(s) 0.0.0.0_80: bad" || st.Proxies[0].Istiod != a.URL {
 		t.Errorf("first listed should be the NACKed proxy with its message: %+v", st.Proxies[0])
 	}
-	if u := st.Unreachable(); len(u) != 1 || !strings.Contains(u[0].Error, "unreachable") {
+	if u := st.Unreachable(); len(u) != 1 || !strings.Contains(u[0].Error, "connection refused") {
 		t.Errorf("the third istiod should be reported unreachable: %+v", st.Istiod)
 	}
 	if got, want := st.Summary(), "4 proxies: 1 NACKed, 2 Pending, 1 Synced; 1 of 3 istiod unreachable"; got != want {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
@@ -95,6 +96,17 @@ func TestRolloutAckAndNack(t *testing.T) {
 		return hasEvent(ctx, "ProxyRejected", badName, gzipName) && hasEvent(ctx, "IstiodUnreachable", "127.0.0.2", "")
 	}) {
 		t.Errorf("no ProxyRejected event for %s and IstiodUnreachable for 127.0.0.2", badName)
+	}
+	// globalconfig status shows it as istioctl proxy-status would.
+	var out, errs bytes.Buffer
+	if code := cli.Main([]string{"status", "--kubeconfig", cluster.AdminKubeconfig}, cli.Env{Stdout: &out, Stderr: &errs}); code != cli.ExitOK {
+		t.Fatalf("globalconfig status: exit %d: %s", code, errs.String())
+	}
+	t.Logf("$ globalconfig status\n%s", out.String())
+	for _, want := range []string{"NACKed", badName, "LDS: Error adding/updating listener(s) " + listenerName, "istiod http://127.0.0.2:" + port + " unreachable"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("globalconfig status lacks %q", want)
+		}
 	}
 	m, err := ctl.Metrics(ctx)
 	if err != nil {

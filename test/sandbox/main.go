@@ -152,6 +152,8 @@ Try, in another terminal:
                                                             # a bad value is refused by the admission webhook
   %s describe configmap global-config -n istio-system      # Events: Applied / InvalidConfig
   %s get configmap global-config-status -n istio-system -o yaml
+  %s status --kubeconfig %s                          # the document, the items and which proxies took the set
+  %s diff -f edited.yaml --kubeconfig %s             # what applying edited.yaml would change
 
 What the gateway receives from istiod, after each edit:
   %s proxy-config listener --file %s
@@ -161,7 +163,7 @@ What the gateway receives from istiod, after each edit:
 Ctrl-C stops everything.
 Ready in %.1fs.
 `, cluster.AdminKubeconfig, ctl.LogPath, ctl.MetricsURL, istiod.HTTPAddr, istiod.LogPath, dump,
-		k, k, k, k, istioctl, dump, istioctl, dump, istioctl, dump, time.Since(started).Seconds())
+		k, k, k, k, abs, cluster.AdminKubeconfig, abs, cluster.AdminKubeconfig, istioctl, dump, istioctl, dump, istioctl, dump, time.Since(started).Seconds())
 	select {
 	case <-ctx.Done():
 		fmt.Println("\nstopping ...")
