@@ -204,7 +204,7 @@ func eachValue(v reflect.Value, keys []string, path string, f func(string, refle
 		mapKeys := v.MapKeys()
 		slices.SortFunc(mapKeys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
 		for _, key := range mapKeys {
-			eachValue(v.MapIndex(key), keys[1:], keyPath(path, key.String()), f)
+			eachValue(v.MapIndex(key), keys[1:], fielderr.Key(path, key.String()), f)
 		}
 	default:
 		index, _ := fieldIndex(v.Type(), k)
@@ -212,37 +212,48 @@ func eachValue(v reflect.Value, keys []string, path string, f func(string, refle
 	}
 }
 
-// keyPath appends a map key to path as the document decoder names it, so
-// the problem gets the key's line: keys that would read ambiguously after
-// a dot are bracketed.
-func keyPath(path, key string) string {
-	if key == "" || strings.ContainsAny(key, `./[]" `) {
-		return path + "[" + strconv.Quote(key) + "]"
+// fieldIndex finds the field of struct t whose document key is name.
+func fieldIndex(t reflect.Type, name string) ([]int, bool) {
+	for _, f := range Fields(t) {
+		if f.Name == name {
+			return f.Index, true
+		}
 	}
-	return fielderr.Join(path, key)
+	return nil, false
 }
 
-// fieldIndex finds the field of struct t whose document key is name, as
-// the decoder does: by json tag, with anonymous embedded structs inline.
-func fieldIndex(t reflect.Type, name string) ([]int, bool) {
+// Field is one key of a section struct.
+type Field struct {
+	// Name is the document key (the json tag); Doc its doc tag.
+	Name, Doc string
+	// Index is the field's index for reflect's FieldByIndex.
+	Index []int
+}
+
+// Fields lists the keys of a struct type as the document decoder reads
+// them: by json tag, with anonymous embedded structs (Toggle) inline.
+func Fields(t reflect.Type) []Field {
+	var out []Field
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		if sf.Anonymous && sf.Type.Kind() == reflect.Struct {
-			if index, ok := fieldIndex(sf.Type, name); ok {
-				return append([]int{i}, index...), true
+			for _, f := range Fields(sf.Type) {
+				f.Index = append([]int{i}, f.Index...)
+				out = append(out, f)
 			}
 			continue
 		}
 		if !sf.IsExported() {
 			continue
 		}
-		key, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		if key == "" {
-			key = sf.Name
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
 		}
-		if key == name && key != "-" {
-			return sf.Index, true
+		if name == "" {
+			name = sf.Name
 		}
+		out = append(out, Field{Name: name, Index: sf.Index, Doc: sf.Tag.Get("doc")})
 	}
-	return nil, false
+	return out
 }

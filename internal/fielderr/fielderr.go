@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -62,6 +63,16 @@ func (l *List) Err() error {
 		errs[i] = e
 	}
 	return errors.Join(errs...)
+}
+
+// Key appends a mapping key to path as problems name it: keys that would
+// read ambiguously after a dot (label keys such as app.kubernetes.io/name)
+// are bracketed and quoted.
+func Key(path, key string) string {
+	if key == "" || strings.ContainsAny(key, `./[]" `) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	return Join(path, key)
 }
 
 // Join joins two path segments with a dot; an index segment ("[2]") or an

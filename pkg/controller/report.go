@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
-	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,13 +150,4 @@ func (c *Controller) writeStatus(ctx context.Context, data map[string]string) er
 	c.metrics.APIWrites.WithLabelValues("apply", "configmaps").Inc()
 	c.st.status = maps.Clone(data)
 	return nil
-}
-
-// sortedFilters returns the objects of m in key order.
-func sortedFilters(m map[string]*clientnetworking.EnvoyFilter) []*clientnetworking.EnvoyFilter {
-	out := make([]*clientnetworking.EnvoyFilter, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, m[k])
-	}
-	return out
 }

@@ -184,47 +184,38 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		live[key] = l
 	}
 	var writes []string
-	for _, d := range desired {
-		key := d.Metadata.Namespace + "/" + d.Metadata.Name
-		l, exists := live[key]
-		delete(live, key)
-		if exists && plan.Equal(l, d) {
-			continue
-		}
-		body, err := json.Marshal(d)
-		if err != nil {
-			return writes, fmt.Errorf("encode envoyfilter %s: %w", key, err)
-		}
-		force := true
-		applied, err := c.istio.NetworkingV1alpha3().EnvoyFilters(d.Metadata.Namespace).Patch(ctx, d.Metadata.Name,
-			"application/apply-patch+yaml", body, metav1.PatchOptions{FieldManager: c.cfg.FieldManager, Force: &force})
-		if err != nil {
-			return writes, fmt.Errorf("apply envoyfilter %s: %w", key, err)
-		}
-		c.metrics.APIWrites.WithLabelValues("apply", "envoyfilters").Inc()
-		if exists {
-			c.written.Mutation(applied)
-			writes = append(writes, plan.Update.Past()+" "+key)
-		} else {
-			writes = append(writes, plan.Create.Past()+" "+key)
-		}
-	}
-	// What is left is live and not desired, in key order.
-	for _, l := range sortedFilters(live) {
-		key := l.Namespace + "/" + l.Name
-		uid := l.UID
-		err := c.istio.NetworkingV1alpha3().EnvoyFilters(l.Namespace).Delete(ctx, l.Name,
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		switch {
-		case apierrors.IsNotFound(err):
-			// Gone already: deleted by us a moment ago (the cache hasn't
-			// seen it yet) or by someone else.
-		case err != nil:
-			return writes, fmt.Errorf("delete envoyfilter %s: %w", key, err)
-		default:
+	for _, w := range plan.Writes(desired, live) {
+		switch w.Action {
+		case plan.Create, plan.Update:
+			body, err := json.Marshal(w.Desired)
+			if err != nil {
+				return writes, fmt.Errorf("encode envoyfilter %s: %w", w.Key, err)
+			}
+			force := true
+			applied, err := c.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Patch(ctx, w.Name(),
+				"application/apply-patch+yaml", body, metav1.PatchOptions{FieldManager: c.cfg.FieldManager, Force: &force})
+			if err != nil {
+				return writes, fmt.Errorf("apply envoyfilter %s: %w", w.Key, err)
+			}
+			c.metrics.APIWrites.WithLabelValues("apply", "envoyfilters").Inc()
+			if w.Action == plan.Update {
+				c.written.Mutation(applied)
+			}
+		case plan.Delete:
+			uid := w.Live.UID
+			err := c.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Delete(ctx, w.Name(),
+				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			switch {
+			case apierrors.IsNotFound(err):
+				// Gone already: deleted by us a moment ago (the cache
+				// hasn't seen it yet) or by someone else.
+				continue
+			case err != nil:
+				return writes, fmt.Errorf("delete envoyfilter %s: %w", w.Key, err)
+			}
 			c.metrics.APIWrites.WithLabelValues("delete", "envoyfilters").Inc()
-			writes = append(writes, plan.Delete.Past()+" "+key)
 		}
+		writes = append(writes, w.Action.Past()+" "+w.Key)
 	}
 	return writes, nil
 }

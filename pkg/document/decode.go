@@ -5,7 +5,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -66,15 +65,6 @@ func parentPath(p string) string {
 		return ""
 	}
 	return p[:i]
-}
-
-// keyPath appends a mapping key to path; keys that would read ambiguously
-// after a dot (label keys such as app.kubernetes.io/name) are bracketed.
-func keyPath(path, key string) string {
-	if key == "" || strings.ContainsAny(key, `./[]" `) {
-		return path + "[" + strconv.Quote(key) + "]"
-	}
-	return fielderr.Join(path, key)
 }
 
 // decode fills v from n. A null node leaves v as it is, so defaults stay.
@@ -215,7 +205,7 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 	out := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
 	d.eachKey(n, path, func(key string, kn, vn *yaml.Node) {
-		p := keyPath(path, key)
+		p := fielderr.Key(path, key)
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.decode(vn, elem, p)
 		out.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
@@ -233,7 +223,7 @@ func (d *decoder) eachKey(n *yaml.Node, path string, f func(key string, kn, vn *
 			d.fail(kn, path, "keys must be plain strings; YAML merge keys and complex keys are not supported")
 			continue
 		}
-		p := keyPath(path, kn.Value)
+		p := fielderr.Key(path, kn.Value)
 		if seen[kn.Value] {
 			d.fail(kn, p, "duplicate key")
 			continue
@@ -244,41 +234,6 @@ func (d *decoder) eachKey(n *yaml.Node, path string, f func(key string, kn, vn *
 	}
 }
 
-// field is one decodable struct field.
-type field struct {
-	name  string
-	index []int
-	doc   string
-}
-
-// fieldsOf lists the keys of a struct type by json tag; anonymous embedded
-// structs (items.Toggle) contribute their keys inline.
-func fieldsOf(t reflect.Type) []field {
-	var out []field
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		if sf.Anonymous && sf.Type.Kind() == reflect.Struct {
-			for _, f := range fieldsOf(sf.Type) {
-				f.index = append([]int{i}, f.index...)
-				out = append(out, f)
-			}
-			continue
-		}
-		if !sf.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = sf.Name
-		}
-		out = append(out, field{name: name, index: sf.Index, doc: sf.Tag.Get("doc")})
-	}
-	return out
-}
-
 // decodeStruct fills a struct from a mapping; keys in skip are left for the
 // caller.
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string, skip map[string]bool) {
@@ -286,10 +241,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string, skip 
 		d.fail(n, path, "expected a mapping, got %s", describe(n))
 		return
 	}
-	fields := fieldsOf(v.Type())
+	fields := items.Fields(v.Type())
 	names := make([]string, len(fields))
 	for i, f := range fields {
-		names[i] = f.name
+		names[i] = f.Name
 	}
 	d.eachKey(n, path, func(key string, kn, vn *yaml.Node) {
 		if skip[key] {
@@ -297,10 +252,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string, skip 
 		}
 		i := slices.Index(names, key)
 		if i < 0 {
-			d.fail(kn, keyPath(path, key), "%s", unknownKey("unknown key", key, names))
+			d.fail(kn, fielderr.Key(path, key), "%s", unknownKey("unknown key", key, names))
 			return
 		}
-		d.decode(vn, v.FieldByIndex(fields[i].index), keyPath(path, key))
+		d.decode(vn, v.FieldByIndex(fields[i].Index), fielderr.Key(path, key))
 	})
 }
 
@@ -335,10 +290,10 @@ func describe(n *yaml.Node) string {
 // decodeField decodes n into the key named key of the struct v, reporting
 // problems at path.
 func (d *decoder) decodeField(n *yaml.Node, v reflect.Value, key, path string) {
-	for _, f := range fieldsOf(v.Type()) {
-		if f.name == key {
+	for _, f := range items.Fields(v.Type()) {
+		if f.Name == key {
 			d.lines[path] = n.Line
-			d.decode(n, v.FieldByIndex(f.index), path)
+			d.decode(n, v.FieldByIndex(f.Index), path)
 			return
 		}
 	}

@@ -109,14 +109,14 @@ func schemaOf(t reflect.Type, def reflect.Value) *Schema {
 		s.Type = []string{"object"}
 		s.AdditionalProperties = false
 		s.Properties = map[string]*Schema{}
-		for _, f := range fieldsOf(t) {
+		for _, f := range items.Fields(t) {
 			var fv reflect.Value
 			if def.IsValid() {
-				fv = def.FieldByIndex(f.index)
+				fv = def.FieldByIndex(f.Index)
 			}
-			fs := schemaOf(t.FieldByIndex(f.index).Type, fv)
-			fs.Description = f.doc
-			s.Properties[f.name] = fs
+			fs := schemaOf(t.FieldByIndex(f.Index).Type, fv)
+			fs.Description = f.Doc
+			s.Properties[f.Name] = fs
 		}
 	case reflect.Map:
 		s.Type = []string{"object"}

@@ -2,8 +2,8 @@
 // `kubectl diff` does: the item diff (the words of the controller's
 // Applied Event and of the admission webhook's warning) and the managed
 // EnvoyFilters that would be created, updated or deleted, each with a
-// unified diff. It decides "already equal" exactly as the controller does
-// (Equal), and words what the controller wrote with the same Action.
+// unified diff. The controller converges with the same Writes (and so the
+// same Equal), and words what it wrote with the same Action.
 package plan
 
 import (
@@ -153,42 +153,71 @@ func New(before, after map[string]string, desired []*envoyfilter.Object, live []
 			byKey[l.Namespace+"/"+l.Name] = l
 		}
 	}
-	for _, d := range desired {
-		key := d.Metadata.Namespace + "/" + d.Metadata.Name
-		l, exists := byKey[key]
-		delete(byKey, key)
-		if exists && Equal(l, d) {
-			continue
-		}
-		c := Change{Name: d.Metadata.Name, Namespace: d.Metadata.Namespace, Item: d.Item(), Action: Create}
-		from := ""
-		if exists {
-			c.Action = Update
-			y, err := LiveYAML(l)
-			if err != nil {
+	for _, w := range Writes(desired, byKey) {
+		c := Change{Name: w.Name(), Namespace: w.Namespace(), Action: w.Action}
+		var from, to []byte
+		var err error
+		if w.Live != nil {
+			c.Item = w.Live.Labels[envoyfilter.LabelItem]
+			if from, err = LiveYAML(w.Live); err != nil {
 				return nil, err
 			}
-			from = string(y)
 		}
-		to, err := desiredYAML(d)
-		if err != nil {
-			return nil, err
+		if w.Desired != nil {
+			c.Item = w.Desired.Item()
+			if to, err = desiredYAML(w.Desired); err != nil {
+				return nil, err
+			}
 		}
-		c.Diff = Unified("live/"+key, "file/"+key, from, string(to))
+		c.Diff = Unified("live/"+w.Key, "file/"+w.Key, string(from), string(to))
 		p.EnvoyFilters = append(p.EnvoyFilters, c)
 	}
-	for _, key := range slices.Sorted(maps.Keys(byKey)) {
-		l := byKey[key]
-		y, err := LiveYAML(l)
-		if err != nil {
-			return nil, err
-		}
-		p.EnvoyFilters = append(p.EnvoyFilters, Change{
-			Name: l.Name, Namespace: l.Namespace, Item: l.Labels[envoyfilter.LabelItem], Action: Delete,
-			Diff: Unified("live/"+key, "file/"+key, string(y), ""),
-		})
-	}
 	return p, nil
+}
+
+// Write is one write that converging the live EnvoyFilters to the desired
+// ones takes.
+type Write struct {
+	Action Action
+	// Key is namespace/name.
+	Key string
+	// Desired is the object to apply (Create, Update); Live the object
+	// there now (Update, Delete).
+	Desired *envoyfilter.Object
+	Live    *clientnetworking.EnvoyFilter
+}
+
+// Namespace is the namespace of the EnvoyFilter written.
+func (w Write) Namespace() string { ns, _, _ := strings.Cut(w.Key, "/"); return ns }
+
+// Name is the name of the EnvoyFilter written.
+func (w Write) Name() string { _, name, _ := strings.Cut(w.Key, "/"); return name }
+
+// Writes are the writes that make live (managed EnvoyFilters by
+// namespace/name) equal to desired, in the order the controller makes
+// them: the desired objects not Equal to their live one, in desired's
+// order, then the live ones not desired, by key. Both the controller and
+// `globalconfig diff` decide with it.
+func Writes(desired []*envoyfilter.Object, live map[string]*clientnetworking.EnvoyFilter) []Write {
+	var out []Write
+	seen := map[string]bool{}
+	for _, d := range desired {
+		key := d.Metadata.Namespace + "/" + d.Metadata.Name
+		seen[key] = true
+		l, exists := live[key]
+		switch {
+		case !exists:
+			out = append(out, Write{Action: Create, Key: key, Desired: d})
+		case !Equal(l, d):
+			out = append(out, Write{Action: Update, Key: key, Desired: d, Live: l})
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(live)) {
+		if !seen[key] {
+			out = append(out, Write{Action: Delete, Key: key, Live: live[key]})
+		}
+	}
+	return out
 }
 
 // Empty reports whether applying changes nothing: no item and no

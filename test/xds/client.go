@@ -226,6 +226,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 		}
 	}
 	var ackNames []string
+	names := make([]string, 0, len(resp.GetResources())) // of the resources, in order
 	c.mu.Lock()
 	c.acked[resp.GetTypeUrl()] = resp.GetVersionInfo()
 	switch resp.GetTypeUrl() {
@@ -238,6 +239,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 				return fmt.Errorf("decode listener: %w", err)
 			}
 			c.snap.Listeners[l.GetName()] = l
+			names = append(names, l.GetName())
 		}
 	case ClusterType:
 		c.snap.Clusters = map[string]*clusterv3.Cluster{}
@@ -248,6 +250,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 				return fmt.Errorf("decode cluster: %w", err)
 			}
 			c.snap.Clusters[cl.GetName()] = cl
+			names = append(names, cl.GetName())
 		}
 	case RouteType:
 		for _, r := range resp.GetResources() {
@@ -257,6 +260,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 				return fmt.Errorf("decode route: %w", err)
 			}
 			c.snap.Routes[rc.GetName()] = rc
+			names = append(names, rc.GetName())
 		}
 		ackNames = c.routes
 	}
@@ -265,7 +269,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 	if newRoutes {
 		c.routes = routeNames
 	}
-	c.keepRaw(resp)
+	c.keepRaw(resp, names)
 	c.last = time.Now()
 	c.pushes++
 	close(c.updated)

@@ -15,7 +15,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -90,8 +89,9 @@ type rawResource struct {
 // keepRaw records the resources of resp for the config dump: listeners
 // and clusters replace what the client had of their type (state of the
 // world), route configurations are added by name. A resource whose bytes
-// did not change keeps its version and time, as in Envoy's dump.
-func (c *Client) keepRaw(resp *discoveryv3.DiscoveryResponse) {
+// did not change keeps its version and time, as in Envoy's dump. names
+// are the resources' names, decoded by handle.
+func (c *Client) keepRaw(resp *discoveryv3.DiscoveryResponse, names []string) {
 	typeURL := resp.GetTypeUrl()
 	if typeURL != ListenerType && typeURL != ClusterType && typeURL != RouteType {
 		return
@@ -104,8 +104,8 @@ func (c *Client) keepRaw(resp *discoveryv3.DiscoveryResponse) {
 		}
 	}
 	now := time.Now()
-	for _, r := range resp.GetResources() {
-		name := resourceName(r.GetValue())
+	for i, r := range resp.GetResources() {
+		name := names[i]
 		if prev, ok := old[name]; ok && bytes.Equal(prev.any.GetValue(), r.GetValue()) {
 			next[name] = prev
 			continue
@@ -113,31 +113,6 @@ func (c *Client) keepRaw(resp *discoveryv3.DiscoveryResponse) {
 		next[name] = rawResource{any: r, version: resp.GetVersionInfo(), updated: now}
 	}
 	c.raw[typeURL] = rawType{version: resp.GetVersionInfo(), byName: next}
-}
-
-// resourceName reads field 1, the name of a Listener, a Cluster and a
-// RouteConfiguration alike, from the wire form of one.
-func resourceName(b []byte) string {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return ""
-		}
-		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return ""
-			}
-			return string(v)
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return ""
-		}
-		b = b[n:]
-	}
-	return ""
 }
 
 // ConfigDump returns what the client holds in the JSON form of Envoy's
