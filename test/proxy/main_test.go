@@ -1,0 +1,332 @@
+// Package proxy makes a real Envoy the judge: Envoy gateways of the
+// newest and the oldest Envoy release our istiod serves connect to a real
+// istiod over ADS, load what globalconfig generates, and serve live
+// traffic to a backend on loopback. Tests read the gateways' own admin
+// (config dump, stats) and send requests through them; nothing here trusts
+// istiod's view of what a proxy has.
+//
+// The setup differs from a production istio-proxy in three ways, each
+// documented in the README ("Proven on a real Envoy"): the Envoys are the
+// official upstream builds (the test istiod is started with Istio's own
+// extensions switched off, harness.UpstreamEnvoyIstiod), they connect to
+// istiod's plaintext port directly instead of through istio-agent, and
+// their gateway certificate comes from a file served by sdsServer instead
+// of a credentialName secret.
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	networkingv1 "istio.io/api/networking/v1"
+	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/envoybin"
+	"github.com/globalconfig/globalconfig/test/harness"
+)
+
+const ns = harness.Namespace
+
+// gw is one Envoy gateway of the suite: its own Gateway object binds its
+// listeners to its own loopback address, so the two Envoys never share a
+// socket and a request reaches the Envoy it names.
+type gw struct {
+	name string
+	ip   string // the listeners' loopback address
+	*harness.EnvoyGateway
+}
+
+// The gateways' listener ports: plaintext HTTP and HTTPS (8443 is one of
+// the tls item's default ports).
+const (
+	httpPort  = 8080
+	httpsPort = 8443
+	// backendHost is the backend's ServiceEntry host.
+	backendHost = "backend.proxy.test"
+	// backendPort is the backend's port in the mesh (its ServiceEntry).
+	backendPort = 8080
+	// The zipkin collector's name in the mesh: the tracing item's example.
+	zipkinHost = "zipkin.istio-system.svc.cluster.local"
+	zipkinPort = 9411
+)
+
+// gatewayLabels are every test gateway's labels (besides the gateway's own
+// name): those of an ingress gateway, which default targets select.
+var gatewayLabels = map[string]string{"istio": "ingressgateway"}
+
+var (
+	cluster   *harness.Cluster
+	istiod    *harness.Istiod
+	newest    *gw // the Envoy of our istiod build
+	oldest    *gw // the oldest Envoy our istiod serves
+	gateways  []*gw
+	back      *backend
+	zipkin    *collector
+	sds       *sdsServer
+	certPEM   []byte
+	certFile  string
+	keyFile   string
+	setupErr  error
+	suiteDir  string
+	controlBn string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "globalconfig-proxy-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	suiteDir = dir
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	setupErr = setupSuite(ctx, dir)
+	if setupErr != nil {
+		fmt.Fprintln(os.Stderr, "proxy setup:", setupErr)
+	}
+	code := m.Run()
+	for _, g := range gateways {
+		if g.EnvoyGateway != nil {
+			g.Kill()
+		}
+	}
+	for _, c := range []interface{ Close() }{back, zipkin, sds} {
+		if c != nil && !isNil(c) {
+			c.Close()
+		}
+	}
+	if istiod != nil {
+		istiod.Kill()
+	}
+	if cluster != nil {
+		cluster.Stop()
+	}
+	return code
+}
+
+func isNil(c interface{ Close() }) bool {
+	switch v := c.(type) {
+	case *backend:
+		return v == nil
+	case *collector:
+		return v == nil
+	case *sdsServer:
+		return v == nil
+	}
+	return false
+}
+
+func setupSuite(ctx context.Context, dir string) error {
+	// The binaries first: a missing or wrong Envoy fails here, named.
+	newBin, err := harness.EnvoyBinary(ctx, harness.EnvEnvoy, harness.EnvEnvoyVersion)
+	if err != nil {
+		return err
+	}
+	oldBin, err := harness.EnvoyBinary(ctx, harness.EnvEnvoyOld, harness.EnvEnvoyOldVersion)
+	if err != nil {
+		return err
+	}
+	if controlBn, err = harness.BuildController(dir, raceEnabled); err != nil {
+		return err
+	}
+	if back, err = startBackend(); err != nil {
+		return err
+	}
+	if zipkin, err = startCollector(); err != nil {
+		return err
+	}
+	if sds, err = startSDS(); err != nil {
+		return err
+	}
+	if cluster, err = harness.StartCluster(ctx, dir); err != nil {
+		return err
+	}
+	newest = &gw{name: "envoy-" + dashed(newBin.Minor()), ip: "127.0.0.11"}
+	oldest = &gw{name: "envoy-" + dashed(oldBin.Minor()), ip: "127.0.0.12"}
+	gateways = []*gw{newest, oldest}
+	if err := createMesh(ctx, dir); err != nil {
+		return err
+	}
+	if istiod, err = cluster.StartIstiodWith(ctx, harness.UpstreamEnvoyIstiod("istiod")); err != nil {
+		return err
+	}
+	for i, g := range gateways {
+		bin := []*envoybin.Binary{newBin, oldBin}[i]
+		g.EnvoyGateway, err = cluster.StartEnvoyGateway(ctx, istiod, harness.GatewayOptions{
+			Name:     g.name,
+			Binary:   bin,
+			IP:       fmt.Sprintf("10.1.3.%d", i+1),
+			Labels:   g.labels(),
+			Clusters: []*clusterv3.Cluster{sdsBootstrapCluster()},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, g := range gateways {
+		if err := waitServing(ctx, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dashed(v string) string {
+	out := []byte(v)
+	for i, c := range out {
+		if c == '.' {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}
+
+// labels are g's pod labels: an ingress gateway's, and its own name, which
+// its Gateway object selects.
+func (g *gw) labels() map[string]string {
+	l := map[string]string{"gateway": g.name}
+	for k, v := range gatewayLabels {
+		l[k] = v
+	}
+	return l
+}
+
+// url is the gateway's plaintext address for path.
+func (g *gw) url(path string) string {
+	return "http://" + net.JoinHostPort(g.ip, strconv.Itoa(httpPort)) + path
+}
+
+// httpsAddr is the gateway's TLS listener.
+func (g *gw) httpsAddr() string { return net.JoinHostPort(g.ip, strconv.Itoa(httpsPort)) }
+
+// sdsBootstrapCluster is the bootstrap's "sds-grpc" cluster: the test's
+// SDS server, over HTTP/2.
+func sdsBootstrapCluster() *clusterv3.Cluster {
+	c := harness.StaticCluster(sdsCluster, "127.0.0.1", strconv.Itoa(sds.Addr.Port))
+	h2, _ := anypb.New(&httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+		}},
+	})
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2}
+	return c
+}
+
+// createMesh creates what the gateways serve: one Gateway per Envoy (HTTP
+// and HTTPS bound to its loopback address), a VirtualService routing
+// every host to the backend, and ServiceEntries that put the backend and
+// the zipkin collector in the mesh at their loopback addresses.
+func createMesh(ctx context.Context, dir string) error {
+	var err error
+	var keyPEM []byte
+	if certPEM, keyPEM, err = harness.SelfSigned("gateway.proxy.test"); err != nil {
+		return err
+	}
+	certFile, keyFile = filepath.Join(dir, "gateway-cert.pem"), filepath.Join(dir, "gateway-key.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return err
+	}
+	var names []string
+	for _, g := range gateways {
+		names = append(names, ns+"/"+g.name)
+		obj := &clientnetworkingv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Name: g.name, Namespace: ns},
+			Spec: networkingv1.Gateway{
+				Selector: map[string]string{"gateway": g.name},
+				Servers: []*networkingv1.Server{{
+					Port:  &networkingv1.Port{Number: httpPort, Name: "http", Protocol: "HTTP"},
+					Bind:  g.ip,
+					Hosts: []string{"*"},
+				}, {
+					Port:  &networkingv1.Port{Number: httpsPort, Name: "https", Protocol: "HTTPS"},
+					Bind:  g.ip,
+					Hosts: []string{"*"},
+					Tls: &networkingv1.ServerTLSSettings{Mode: networkingv1.ServerTLSSettings_SIMPLE,
+						ServerCertificate: certFile, PrivateKey: keyFile},
+				}},
+			},
+		}
+		if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create gateway %s: %w", g.name, err)
+		}
+	}
+	for _, se := range []struct {
+		host       string
+		port, real int
+	}{{backendHost, backendPort, back.Addr.Port}, {zipkinHost, zipkinPort, zipkin.Addr.Port}} {
+		obj := &clientnetworkingv1.ServiceEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: se.host, Namespace: ns},
+			Spec: networkingv1.ServiceEntry{
+				Hosts:      []string{se.host},
+				Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
+				Resolution: networkingv1.ServiceEntry_STATIC,
+				Ports:      []*networkingv1.ServicePort{{Number: uint32(se.port), Name: "http", Protocol: "HTTP"}},
+				Endpoints:  []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"http": uint32(se.real)}}},
+			},
+		}
+		if _, err := cluster.Istio.NetworkingV1().ServiceEntries(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create service entry %s: %w", se.host, err)
+		}
+	}
+	vs := &clientnetworkingv1.VirtualService{
+		ObjectMeta: metav1.ObjectMeta{Name: "to-backend", Namespace: ns},
+		Spec: networkingv1.VirtualService{
+			Hosts:    []string{"*"},
+			Gateways: names,
+			Http: []*networkingv1.HTTPRoute{{
+				Route: []*networkingv1.HTTPRouteDestination{{Destination: &networkingv1.Destination{
+					Host: backendHost, Port: &networkingv1.PortSelector{Number: backendPort},
+				}}},
+			}},
+		},
+	}
+	if _, err := cluster.Istio.NetworkingV1().VirtualServices(ns).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create virtual service: %w", err)
+	}
+	return nil
+}
+
+// waitServing waits until a request through g reaches the backend.
+func waitServing(ctx context.Context, g *gw) error {
+	var last error
+	ok := harness.Eventually(ctx, 60*time.Second, func() bool {
+		var r *response
+		r, last = get(ctx, g.url("/echo"), nil)
+		if last == nil && r.status != 200 {
+			last = fmt.Errorf("status %d: %s", r.status, r.body)
+		}
+		return last == nil
+	})
+	if !ok {
+		return fmt.Errorf("gateway %s (Envoy %s) does not serve: %v\n%s", g.name, g.Binary.Version, last, g.Log(3000))
+	}
+	return nil
+}
+
+func setup(t testing.TB) context.Context {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatalf("proxy setup: %v", setupErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
