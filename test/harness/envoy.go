@@ -101,10 +101,12 @@ type GatewayOptions struct {
 // bootstrap it, with its admin interface on loopback.
 type EnvoyGateway struct {
 	*Process
-	Binary    *envoybin.Binary
-	NodeID    string
-	AdminAddr string
-	admin     *http.Client
+	Binary *envoybin.Binary
+	NodeID string
+	// IstioVersion is the ISTIO_VERSION its node reports.
+	IstioVersion string
+	AdminAddr    string
+	admin        *http.Client
 }
 
 // XDSCluster is the bootstrap's cluster for istiod's plaintext gRPC port.
@@ -144,7 +146,7 @@ func (c *Cluster) StartEnvoyGateway(ctx context.Context, istiod *Istiod, o Gatew
 	if err != nil {
 		return nil, err
 	}
-	g := &EnvoyGateway{Process: p, Binary: o.Binary, NodeID: nodeID,
+	g := &EnvoyGateway{Process: p, Binary: o.Binary, NodeID: nodeID, IstioVersion: o.IstioVersion,
 		AdminAddr: fmt.Sprintf("127.0.0.1:%d", adminPort), admin: &http.Client{Timeout: 5 * time.Second}}
 	var last error
 	ok := Eventually(ctx, 60*time.Second, func() bool {

@@ -1,13 +1,25 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
+	networkingv1 "istio.io/api/networking/v1"
+	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -26,8 +38,226 @@ func exampleDocument(t testing.TB) string {
 	return cm.Data[document.DataKey]
 }
 
-// The example document is loaded by both Envoys.
-func TestExampleACKed(t *testing.T) {
+// everythingDocument switches on every option of every item: each item's
+// testdata/all.in.yaml where it has one (every option set), else its
+// example.in.yaml.
+func everythingDocument(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range items.All() {
+		dir := filepath.Join(harness.RepoRoot(), "items", packageOf(t, r.Name), "testdata")
+		data, err := os.ReadFile(filepath.Join(dir, "all.in.yaml"))
+		if os.IsNotExist(err) {
+			data, err = os.ReadFile(filepath.Join(dir, "example.in.yaml"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// packageOf finds the items/ folder whose testdata belongs to item name.
+func packageOf(t testing.TB, name string) string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(harness.RepoRoot(), "items", "*", "testdata", "example.in.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range dirs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `:`).Match(data) {
+			return filepath.Base(filepath.Dir(filepath.Dir(f)))
+		}
+	}
+	t.Fatalf("no items/*/testdata/example.in.yaml configures %s", name)
+	return ""
+}
+
+// The example document, and one with every option of every item, are
+// loaded by both Envoys, with no field left unknown.
+func TestExampleAndEverythingACKed(t *testing.T) {
 	ctx := setup(t)
-	mustACK(ctx, t, render(t, exampleDocument(t)))
+	for name, doc := range map[string]string{"example": exampleDocument(t), "everything": everythingDocument(t)} {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, doc)
+			if len(objs) < 10 {
+				t.Fatalf("only %d EnvoyFilters", len(objs))
+			}
+			mustACK(ctx, t, objs)
+			mustCarry(ctx, t, objs)
+		})
+	}
+}
+
+// Every golden output of every item, applied alone, is loaded by both
+// Envoys.
+func TestEveryGoldenACKed(t *testing.T) {
+	ctx := setup(t)
+	files, err := filepath.Glob(filepath.Join(harness.RepoRoot(), "items", "*", "testdata", "*.out.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden outputs: %v", err)
+	}
+	if err := goldenMesh(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, file := range files {
+		objs := readObjects(t, file)
+		if !slices.ContainsFunc(objs, reachesGateways) {
+			continue // disabled, or for sidecars only
+		}
+		name := strings.TrimPrefix(file, filepath.Join(harness.RepoRoot(), "items")+"/")
+		t.Run(name, func(t *testing.T) {
+			mustACK(ctx, t, objs)
+			mustCarry(ctx, t, objs)
+		})
+		checked++
+	}
+	if checked < 40 {
+		t.Errorf("only %d goldens reach the gateways", checked)
+	}
+	prune(ctx, t, nil)
+}
+
+// reachesGateways tells whether istiod applies o to the test gateways: in
+// their namespace, a selector they match, a gateway context.
+func reachesGateways(o *envoyfilter.Object) bool {
+	if o.Metadata.Namespace != ns {
+		return false
+	}
+	for k, v := range o.Spec.GetWorkloadSelector().GetLabels() {
+		if gatewayLabels[k] != v {
+			return false
+		}
+	}
+	for _, cp := range o.Spec.GetConfigPatches() {
+		if c := cp.GetMatch().GetContext().String(); c == "GATEWAY" || c == "ANY" {
+			return true
+		}
+	}
+	return false
+}
+
+// readObjects reads a YAML stream of EnvoyFilters.
+func readObjects(t testing.TB, path string) []*envoyfilter.Object {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*envoyfilter.Object
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		o := &envoyfilter.Object{}
+		if err := yaml.UnmarshalStrict([]byte(doc), o); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// outboundRef finds Istio outbound cluster names in a patch value.
+var outboundRef = regexp.MustCompile(`outbound\|(\d+)\|\|([a-z0-9-]+\.[a-z0-9-]+\.svc\.cluster\.local)`)
+
+// goldenMesh creates what the goldens refer to: a ServiceEntry for every
+// outbound cluster a patch names (Envoy refuses a tracer whose collector
+// cluster doesn't exist, as it would in a mesh without that Service) and
+// every namespace a golden's objects live in.
+func goldenMesh(ctx context.Context, files []string) error {
+	hosts := map[string]map[int]bool{}
+	nss := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		for _, m := range outboundRef.FindAllStringSubmatch(string(data), -1) {
+			port, _ := strconv.Atoi(m[1])
+			if hosts[m[2]] == nil {
+				hosts[m[2]] = map[int]bool{}
+			}
+			hosts[m[2]][port] = true
+		}
+		for _, m := range regexp.MustCompile(`(?m)^  namespace: (\S+)$`).FindAllStringSubmatch(string(data), -1) {
+			nss[m[1]] = true
+		}
+	}
+	for n := range nss {
+		_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for host, ports := range hosts {
+		if host == zipkinHost {
+			continue // the suite's collector
+		}
+		se := &clientnetworkingv1.ServiceEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: "golden-" + host, Namespace: ns},
+			Spec: networkingv1.ServiceEntry{
+				Hosts:      []string{host},
+				Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
+				Resolution: networkingv1.ServiceEntry_STATIC,
+				Endpoints:  []*networkingv1.WorkloadEntry{{Address: "127.0.0.1"}},
+			},
+		}
+		for p := range ports {
+			se.Spec.Ports = append(se.Spec.Ports, &networkingv1.ServicePort{Number: uint32(p), Name: fmt.Sprintf("grpc-%d", p), Protocol: "GRPC"})
+		}
+		if _, err := cluster.Istio.NetworkingV1().ServiceEntries(ns).Create(ctx, se, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("service entry %s: %w", host, err)
+		}
+	}
+	return nil
+}
+
+// mustCarry requires every HTTP filter objs insert to be in the active
+// listeners of each gateway whose Istio version the patch is for: loaded,
+// not only accepted.
+func mustCarry(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
+	t.Helper()
+	for _, g := range gateways {
+		doc, err := listenerDump(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, l := range activeListeners(doc) {
+			walk(l, func(k string, v any) {
+				if m, ok := v.([]any); ok && k == "http_filters" {
+					for _, f := range m {
+						if fm, ok := f.(map[string]any); ok {
+							names[fmt.Sprint(fm["name"])] = true
+						}
+					}
+				}
+			})
+		}
+		for _, o := range objs {
+			if !reachesGateways(o) {
+				continue
+			}
+			for _, cp := range o.Spec.GetConfigPatches() {
+				if cp.GetApplyTo().String() != "HTTP_FILTER" || !strings.HasPrefix(cp.GetPatch().GetOperation().String(), "INSERT") {
+					continue
+				}
+				if pv := cp.GetMatch().GetProxy().GetProxyVersion(); pv != "" && !regexp.MustCompile(pv).MatchString(g.IstioVersion) {
+					continue
+				}
+				name := cp.GetPatch().GetValue().GetFields()["name"].GetStringValue()
+				if !names[name] {
+					t.Errorf("gateway %s (Envoy %s): %s's HTTP filter %s is not in its active listeners", g.name, g.Binary.Version, o.Metadata.Name, name)
+				}
+			}
+		}
+	}
 }

@@ -234,7 +234,7 @@ func rejectionMessage(ctx context.Context, g *gw) string {
 				return
 			}
 			if m, ok := v.(map[string]any); ok {
-				if d, ok := m["details"].(string); ok {
+				if d, ok := m["details"].(string); ok && !slices.Contains(msgs, d) {
 					msgs = append(msgs, d)
 				}
 			}

@@ -20,9 +20,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -89,9 +87,7 @@ type Client struct {
 	pushes  int           // responses received, of any type
 	err     error
 	routes  []string // route names subscribed to
-	reject  func(*discoveryv3.DiscoveryResponse) error
 	acked   map[string]string // type URL → version last ACKed
-	nacks   int
 
 	// What the config dump shows: every resource as received, by type
 	// URL and name, and when the client was dialed.
@@ -99,21 +95,9 @@ type Client struct {
 	dialed time.Time
 }
 
-// Options change how a client answers.
-type Options struct {
-	// Reject, when set, is asked about every response; an error NACKs it
-	// with the error's text, as Envoy does with configuration it cannot
-	// load, and the client keeps what it had.
-	Reject func(*discoveryv3.DiscoveryResponse) error
-}
-
-// Dial connects to istiod's plaintext gRPC address as node.
+// Dial connects to istiod's plaintext gRPC address as node. The client
+// ACKs everything; NACKs come from real Envoys (test/proxy).
 func Dial(ctx context.Context, addr string, node *corev3.Node) (*Client, error) {
-	return DialWith(ctx, addr, node, Options{})
-}
-
-// DialWith is Dial with options.
-func DialWith(ctx context.Context, addr string, node *corev3.Node, opts Options) (*Client, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
@@ -126,7 +110,7 @@ func DialWith(ctx context.Context, addr string, node *corev3.Node, opts Options)
 		conn.Close()
 		return nil, fmt.Errorf("open ADS stream: %w", err)
 	}
-	c := &Client{conn: conn, stream: stream, node: node, cancel: cancel, updated: make(chan struct{}), reject: opts.Reject, acked: map[string]string{},
+	c := &Client{conn: conn, stream: stream, node: node, cancel: cancel, updated: make(chan struct{}), acked: map[string]string{},
 		raw: map[string]rawType{}, dialed: time.Now(),
 		snap: Snapshot{Listeners: map[string]*listenerv3.Listener{}, Clusters: map[string]*clusterv3.Cluster{}, Routes: map[string]*routev3.RouteConfiguration{}}}
 	for i, typeURL := range []string{ClusterType, ListenerType} {
@@ -195,36 +179,7 @@ func (c *Client) fail(err error) {
 	c.updated = make(chan struct{})
 }
 
-// Nacks counts the responses the client rejected.
-func (c *Client) Nacks() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.nacks
-}
-
-// nack rejects resp: it reports the version it keeps and why.
-func (c *Client) nack(resp *discoveryv3.DiscoveryResponse, why error) error {
-	c.mu.Lock()
-	c.nacks++
-	c.pushes++
-	keep := c.acked[resp.GetTypeUrl()]
-	close(c.updated)
-	c.updated = make(chan struct{})
-	c.mu.Unlock()
-	req := &discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), VersionInfo: keep, ResponseNonce: resp.GetNonce(),
-		ErrorDetail: &statuspb.Status{Code: int32(codes.InvalidArgument), Message: why.Error()}}
-	if err := c.stream.Send(req); err != nil {
-		return fmt.Errorf("nack: %w", err)
-	}
-	return nil
-}
-
 func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
-	if c.reject != nil {
-		if why := c.reject(resp); why != nil {
-			return c.nack(resp, why)
-		}
-	}
 	var ackNames []string
 	names := make([]string, 0, len(resp.GetResources())) // of the resources, in order
 	c.mu.Lock()
