@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -258,6 +259,59 @@ func mustCarry(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
 					t.Errorf("gateway %s (Envoy %s): %s's HTTP filter %s is not in its active listeners", g.name, g.Binary.Version, o.Metadata.Name, name)
 				}
 			}
+		}
+	}
+}
+
+// What istiod sends the gateways, with every option of every item on,
+// names no Istio-private extension (the test istiod's switches leave none:
+// upstream Envoy has none of them and would refuse it), and every listener
+// is on the gateway's loopback address.
+func TestNoIstioExtensionsAndLoopbackOnly(t *testing.T) {
+	ctx := setup(t)
+	mustACK(ctx, t, render(t, everythingDocument(t)))
+	for _, g := range gateways {
+		body, err := g.Get(ctx, "/config_dump?include_eds")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc any
+		if err := json.Unmarshal(body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		types := map[string]bool{}
+		walk(doc, func(k string, v any) {
+			s, ok := v.(string)
+			if !ok {
+				return
+			}
+			switch {
+			case k == "@type" || k == "type_url":
+				types[s] = true
+				if !strings.HasPrefix(s, "type.googleapis.com/envoy.") && !strings.HasPrefix(s, "type.googleapis.com/google.protobuf.") {
+					t.Errorf("gateway %s: a configuration of type %s", g.name, s)
+				}
+			case k == "name" && strings.HasPrefix(s, "istio."):
+				t.Errorf("gateway %s: Istio's own extension %s", g.name, s)
+			}
+		})
+		if len(types) < 10 {
+			t.Errorf("gateway %s: only %d configuration types in its dump", g.name, len(types))
+		}
+		ld, err := listenerDump(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range activeListeners(ld) {
+			addr := l.(map[string]any)["address"].(map[string]any)["socket_address"].(map[string]any)["address"]
+			if addr != g.ip {
+				t.Errorf("gateway %s: a listener on %v, not on %s", g.name, addr, g.ip)
+			}
+			n++
+		}
+		if n != 2 {
+			t.Errorf("gateway %s: %d listeners, want HTTP and HTTPS", g.name, n)
 		}
 	}
 }

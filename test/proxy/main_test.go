@@ -26,13 +26,16 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	networkingv1 "istio.io/api/networking/v1"
+	networking "istio.io/api/networking/v1alpha3"
 	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
 	"github.com/globalconfig/globalconfig/test/harness"
@@ -227,8 +230,41 @@ func sdsBootstrapCluster() *clusterv3.Cluster {
 	return c
 }
 
+// loopbackListeners is the test's own EnvoyFilter that moves g's listeners
+// from istiod's 0.0.0.0 to g's loopback address, so that the tests' servers
+// listen on loopback only and each Envoy has its own address. It is there
+// before the gateway connects, so no listener ever binds 0.0.0.0. (A
+// Gateway server's bind would do it too, but it changes the route
+// configurations' names, "http.8080.127.0.0.11", and Istio's portNumber
+// match on route configurations no longer recognises the port: every
+// route configuration would match every port's patches.)
+func loopbackListeners(g *gw) (*envoyfilter.Object, error) {
+	var patches []envoyfilter.Patch
+	for _, port := range []uint32{httpPort, httpsPort} {
+		patches = append(patches, envoyfilter.Patch{
+			ApplyTo: networking.EnvoyFilter_LISTENER,
+			Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Listener{
+				Listener: &networking.EnvoyFilter_ListenerMatch{PortNumber: port},
+			}},
+			Operation: networking.EnvoyFilter_Patch_MERGE,
+			Value: &listenerv3.Listener{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: g.ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+			}}}},
+		})
+	}
+	target := envoyfilter.DefaultTarget()
+	target.Selector = map[string]string{"gateway": g.name}
+	o, err := envoyfilter.NewObject("loopback", envoyfilter.Placement{Priority: -1000}, target, patches)
+	if err != nil {
+		return nil, err
+	}
+	o.Metadata.Name = "loopback-" + g.name
+	o.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "loopback"}
+	return o, nil
+}
+
 // createMesh creates what the gateways serve: one Gateway per Envoy (HTTP
-// and HTTPS bound to its loopback address), a VirtualService routing
+// and HTTPS, moved to its loopback address), a VirtualService routing
 // every host to the backend, and ServiceEntries that put the backend and
 // the zipkin collector in the mesh at their loopback addresses.
 func createMesh(ctx context.Context, dir string) error {
@@ -253,11 +289,9 @@ func createMesh(ctx context.Context, dir string) error {
 				Selector: map[string]string{"gateway": g.name},
 				Servers: []*networkingv1.Server{{
 					Port:  &networkingv1.Port{Number: httpPort, Name: "http", Protocol: "HTTP"},
-					Bind:  g.ip,
 					Hosts: []string{"*"},
 				}, {
 					Port:  &networkingv1.Port{Number: httpsPort, Name: "https", Protocol: "HTTPS"},
-					Bind:  g.ip,
 					Hosts: []string{"*"},
 					Tls: &networkingv1.ServerTLSSettings{Mode: networkingv1.ServerTLSSettings_SIMPLE,
 						ServerCertificate: certFile, PrivateKey: keyFile},
@@ -266,6 +300,17 @@ func createMesh(ctx context.Context, dir string) error {
 		}
 		if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create gateway %s: %w", g.name, err)
+		}
+		lo, err := loopbackListeners(g)
+		if err != nil {
+			return err
+		}
+		y, err := lo.YAML()
+		if err != nil {
+			return err
+		}
+		if out, err := cluster.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
+			return fmt.Errorf("loopback EnvoyFilter for %s: %w: %s", g.name, err, out)
 		}
 	}
 	for _, se := range []struct {

@@ -86,7 +86,7 @@ type Client struct {
 	last    time.Time     // when the last response arrived
 	pushes  int           // responses received, of any type
 	err     error
-	routes  []string // route names subscribed to
+	routes  []string          // route names subscribed to
 	acked   map[string]string // type URL → version last ACKed
 
 	// What the config dump shows: every resource as received, by type
