@@ -114,6 +114,24 @@ func IstioOf(envoy Version) (Version, bool) {
 	return Version{}, false
 }
 
+// IstioForEnvoy is the Istio release whose proxies run Envoy release v:
+// the known release that ships it, or, outside the table, the release as
+// many minors away as v is from the table's nearest Envoy (Istio ships
+// one Envoy minor per minor: Envoy 1.40 is Istio 1.32's, master's while
+// this table ends at 1.31).
+func IstioForEnvoy(v Version) Version {
+	for _, r := range Releases {
+		if r.Envoy == v {
+			return r.Istio
+		}
+	}
+	near := Releases[0]
+	if v.Compare(near.Envoy) > 0 {
+		near = Newest()
+	}
+	return Version{near.Istio.Major, near.Istio.Minor + v.Minor - near.Envoy.Minor}
+}
+
 // Fleet returns the Istio releases a target renders for, oldest first: its
 // istioVersions, or OldestSupported and every newer known release.
 func (t Target) Fleet() []Version {

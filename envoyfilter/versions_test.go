@@ -133,3 +133,14 @@ func TestVersionedObjectScopesOnlyWhatDiffers(t *testing.T) {
 		t.Errorf("proxyVersion with two variants: err = %v", err)
 	}
 }
+
+func TestIstioForEnvoy(t *testing.T) {
+	for envoy, want := range map[envoyfilter.Version]envoyfilter.Version{
+		{1, 39}: {1, 31}, {1, 36}: {1, 28}, {1, 33}: {1, 25},
+		{1, 40}: {1, 32}, {1, 41}: {1, 33}, {1, 32}: {1, 24},
+	} {
+		if got := envoyfilter.IstioForEnvoy(envoy); got != want {
+			t.Errorf("IstioForEnvoy(%s) = %s, want %s", envoy, got, want)
+		}
+	}
+}

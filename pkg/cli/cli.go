@@ -62,8 +62,10 @@ type Env struct {
 const usage = `globalconfig turns the global Istio document into EnvoyFilters.
 
 Usage:
-  globalconfig render   -f FILE   print the EnvoyFilters as a YAML stream
-  globalconfig validate -f FILE   check the document; problems go to stderr
+  globalconfig render   -f FILE [--envoy PATH]
+                                  print the EnvoyFilters as a YAML stream; --envoy: only if that Envoy loads them
+  globalconfig validate -f FILE [--envoy PATH]
+                                  check the document; problems go to stderr; --envoy: and load it into that Envoy
   globalconfig validate --higress -f FILE
                                   which keys of a Higress higress-config change meaning as they are
   globalconfig convert --from higress -f FILE
@@ -244,13 +246,20 @@ func docArgs(name string, args []string, env Env, more func(*flag.FlagSet)) (str
 }
 
 func render(args []string, env Env) int {
-	file, fleet, code := docArgs("render", args, env, nil)
+	var envoyPath *string
+	file, fleet, code := docArgs("render", args, env, func(fs *flag.FlagSet) { envoyPath = envoyFlag(fs) })
 	if code != ExitOK {
 		return code
 	}
 	_, objs, code := load(file, fleet, env)
 	if code != ExitOK {
 		return code
+	}
+	if *envoyPath != "" {
+		// The verdict goes to stderr: stdout stays the YAML stream.
+		if code := checkWithEnvoy("render", *envoyPath, objs, env.Stderr, env); code != ExitOK {
+			return code
+		}
 	}
 	out, err := manager.YAML(objs)
 	if err != nil {
@@ -265,8 +274,10 @@ func render(args []string, env Env) int {
 
 func validate(args []string, env Env) int {
 	var asHigress *bool
+	var envoyPath *string
 	file, fleet, code := docArgs("validate", args, env, func(fs *flag.FlagSet) {
 		asHigress = fs.Bool("higress", false, "the file is Higress's higress-config: say which keys change meaning in globalconfig as they are")
+		envoyPath = envoyFlag(fs)
 	})
 	if code != ExitOK {
 		return code
@@ -288,6 +299,9 @@ func validate(args []string, env Env) int {
 	}
 	fmt.Fprintln(env.Stdout)
 	printWarnings(file, doc.Warnings(), env.Stderr)
+	if *envoyPath != "" {
+		return checkWithEnvoy("validate", *envoyPath, objs, env.Stdout, env)
+	}
 	return ExitOK
 }
 

@@ -51,24 +51,15 @@ func EnvoyBinary(ctx context.Context, env, versionEnv string) (*envoybin.Binary,
 	return b, nil
 }
 
-// IstioReleaseOf is the Istio release that ships an Envoy release, as
-// the ISTIO_VERSION ("1.31.0") a real istio-proxy of that Envoy reports, so
-// version-scoped patches reach the gateway as they would reach that
-// istio-proxy. An Envoy newer than envoyfilter.Releases is taken to be the
-// next Istio's (Envoy 1.40 is Istio master's, 1.32-dev).
+// IstioReleaseOf is the ISTIO_VERSION ("1.31.0") a real istio-proxy of an
+// Envoy release reports (envoyfilter.IstioForEnvoy), so version-scoped
+// patches reach the gateway as they would reach that istio-proxy.
 func IstioReleaseOf(envoyVersion string) (string, error) {
 	v, err := envoyfilter.ParseVersion(envoyVersion)
 	if err != nil {
 		return "", fmt.Errorf("envoy version: %w", err)
 	}
-	if r, ok := envoyfilter.IstioOf(v); ok {
-		if e, _ := envoyfilter.EnvoyOf(r); e == v {
-			return r.String() + ".0", nil
-		}
-		return "", fmt.Errorf("no Istio release ships Envoy %s", v)
-	}
-	newest := envoyfilter.Newest()
-	return fmt.Sprintf("%d.%d.0", newest.Istio.Major, newest.Istio.Minor+v.Minor-newest.Envoy.Minor), nil
+	return envoyfilter.IstioForEnvoy(v).String() + ".0", nil
 }
 
 // GatewayOptions describe an Envoy gateway.

@@ -70,6 +70,13 @@ func handWritten(t testing.TB, name, proxyVersion string, p envoyfilter.Patch) *
 // builds the filter: a health check's cache_time without pass_through_mode.
 func rejectedAtLoad(t testing.TB) *envoyfilter.Object {
 	t.Helper()
+	return handWritten(t, "hand-written-health-check", "^"+regexp.QuoteMeta(oldest.IstioVersion)+"$", healthCheckPatch(t))
+}
+
+// healthCheckPatch inserts a health check filter with cache_time and
+// pass_through_mode off: every proto rule accepts it, Envoy refuses it.
+func healthCheckPatch(t testing.TB) envoyfilter.Patch {
+	t.Helper()
 	hc := &healthcheckv3.HealthCheck{PassThroughMode: wrapperspb.Bool(false), CacheTime: durationpb.New(5 * time.Second)}
 	if err := hc.ValidateAll(); err != nil {
 		t.Fatalf("the proto rules refuse it already: %v", err)
@@ -78,7 +85,7 @@ func rejectedAtLoad(t testing.TB) *envoyfilter.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return handWritten(t, "hand-written-health-check", "^"+regexp.QuoteMeta(oldest.IstioVersion)+"$", p)
+	return p
 }
 
 // A configuration the proto rules accept and Envoy refuses at load is

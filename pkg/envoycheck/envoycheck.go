@@ -1,0 +1,361 @@
+// Package envoycheck asks a real Envoy whether it would load what
+// globalconfig renders. For each context the patches reach (gateway,
+// sidecar inbound, sidecar outbound), it builds a small representative
+// configuration of the shape istiod gives such a proxy (an HTTP listener
+// on 8080, a TLS listener on every other port a patch names, HTTP
+// connection managers with inline routes to an outbound cluster, that
+// cluster and every outbound cluster a patch names), applies the patches
+// that reach the binary's release the way istiod applies EnvoyFilters, and
+// loads the result with `envoy --mode validate`. A refusal names Envoy's
+// message and the items whose patches Envoy refuses alone.
+//
+// Its limit: the representative configuration is not the user's. Patches
+// that match by a listener, route or cluster the representative one lacks
+// (a custom name, a port of no Gateway) are applied to nothing, and the
+// istiod-built parts of a real proxy (its filters, TLS settings, clusters)
+// are only sketched. `globalconfig diff --proxy` is the check against one
+// live proxy.
+package envoycheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/envoybin"
+)
+
+// Result is what the Envoy said of one context's configuration.
+type Result struct {
+	Context string // GATEWAY, SIDECAR_INBOUND, SIDECAR_OUTBOUND
+	Patches int    // patches applied to the representative configuration
+	// Rejected is Envoy's message when it refused the configuration.
+	Rejected string
+	// Items are the items whose patches Envoy refuses on their own; empty
+	// when only their combination fails.
+	Items []string
+}
+
+// Report is the check of one rendered set against one Envoy binary.
+type Report struct {
+	Envoy string // the binary's version
+	Istio string // the ISTIO_VERSION a proxy of that Envoy reports
+	// Results has one entry per context the set reaches.
+	Results []Result
+}
+
+// OK reports whether Envoy accepted every context.
+func (r *Report) OK() bool {
+	for _, res := range r.Results {
+		if res.Rejected != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// patch is one config patch with the item it comes from.
+type patch struct {
+	item string
+	cp   *networking.EnvoyFilter_EnvoyConfigObjectPatch
+}
+
+// contexts, in the order they are reported.
+var contexts = []networking.EnvoyFilter_PatchContext{
+	networking.EnvoyFilter_GATEWAY, networking.EnvoyFilter_SIDECAR_INBOUND, networking.EnvoyFilter_SIDECAR_OUTBOUND,
+}
+
+// Check loads objs, as they reach a proxy of bin's Envoy release, into bin
+// in validate mode. The error is for a check that could not run (the
+// binary failed, a patch shape it can't model); a refusal is in the Report.
+func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object) (*Report, error) {
+	ev, err := envoyfilter.ParseVersion(bin.Version)
+	if err != nil {
+		return nil, fmt.Errorf("envoy %s: %w", bin.Path, err)
+	}
+	istio := envoyfilter.IstioForEnvoy(ev).String() + ".0"
+	rep := &Report{Envoy: bin.Version, Istio: istio}
+	ordered := slices.Clone(objs)
+	slices.SortStableFunc(ordered, func(a, b *envoyfilter.Object) int {
+		return int(a.Spec.GetPriority()) - int(b.Spec.GetPriority())
+	})
+	byContext := map[networking.EnvoyFilter_PatchContext][]patch{}
+	for _, o := range ordered {
+		for _, cp := range o.Spec.GetConfigPatches() {
+			if pv := cp.GetMatch().GetProxy().GetProxyVersion(); pv != "" {
+				re, err := regexp.Compile(pv)
+				if err != nil {
+					return nil, fmt.Errorf("%s: proxyVersion %q: %w", o.Metadata.Name, pv, err)
+				}
+				if !re.MatchString(istio) {
+					continue
+				}
+			}
+			p := patch{item: o.Item(), cp: cp}
+			if p.item == "" {
+				p.item = o.Metadata.Name
+			}
+			c := cp.GetMatch().GetContext()
+			for _, want := range contexts {
+				if c == want || c == networking.EnvoyFilter_ANY {
+					byContext[want] = append(byContext[want], p)
+				}
+			}
+		}
+	}
+	for _, c := range contexts {
+		ps := byContext[c]
+		if len(ps) == 0 {
+			continue
+		}
+		res := Result{Context: c.String(), Patches: len(ps)}
+		msg, err := load(ctx, bin, c, ps)
+		if err != nil {
+			return nil, err
+		}
+		if msg != "" {
+			res.Rejected = msg
+			res.Items, err = alone(ctx, bin, c, ps)
+			if err != nil {
+				return nil, err
+			}
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	return rep, nil
+}
+
+// alone returns the items whose patches Envoy refuses on their own.
+func alone(ctx context.Context, bin *envoybin.Binary, c networking.EnvoyFilter_PatchContext, ps []patch) ([]string, error) {
+	var names []string
+	for _, p := range ps {
+		if !slices.Contains(names, p.item) {
+			names = append(names, p.item)
+		}
+	}
+	var out []string
+	for _, name := range names {
+		var mine []patch
+		for _, p := range ps {
+			if p.item == name {
+				mine = append(mine, p)
+			}
+		}
+		msg, err := load(ctx, bin, c, mine)
+		if err != nil {
+			return nil, err
+		}
+		if msg != "" {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// load builds the context's configuration with ps and validates it: ""
+// when Envoy accepts it, else Envoy's message.
+func load(ctx context.Context, bin *envoybin.Binary, c networking.EnvoyFilter_PatchContext, ps []patch) (string, error) {
+	bs, err := bootstrap(c, ps)
+	if err != nil {
+		return "", err
+	}
+	js, err := protojson.Marshal(bs)
+	if err != nil {
+		return "", fmt.Errorf("encode bootstrap: %w", err)
+	}
+	err = bin.Validate(ctx, js)
+	var rej *envoybin.Rejected
+	if errors.As(err, &rej) {
+		return rej.Message, nil
+	}
+	return "", err
+}
+
+// Representative names and ports.
+const (
+	httpPort       = 8080
+	backendCluster = "outbound|8080||backend.default.svc.cluster.local"
+	xdsCluster     = "xds-grpc"
+)
+
+// bootstrap is the representative configuration of context c with the
+// patches ps applied, as Envoy's static resources.
+func bootstrap(c networking.EnvoyFilter_PatchContext, ps []patch) (*bootstrapv3.Bootstrap, error) {
+	ports := []uint32{httpPort}
+	clusters := []string{backendCluster}
+	for _, p := range ps {
+		if n := p.cp.GetMatch().GetListener().GetPortNumber(); n != 0 && !slices.Contains(ports, n) {
+			ports = append(ports, n)
+		}
+		if n := p.cp.GetMatch().GetRouteConfiguration().GetPortNumber(); n != 0 && !slices.Contains(ports, n) {
+			ports = append(ports, n)
+		}
+		js, err := protojson.Marshal(p.cp.GetPatch().GetValue())
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range outboundRef.FindAllString(string(js), -1) {
+			if !slices.Contains(clusters, name) {
+				clusters = append(clusters, name)
+			}
+		}
+		if name := p.cp.GetMatch().GetCluster().GetName(); name != "" && !slices.Contains(clusters, name) {
+			clusters = append(clusters, name)
+		}
+	}
+	cfg := &config{}
+	for _, port := range ports {
+		l, err := listener(port, port != httpPort)
+		if err != nil {
+			return nil, err
+		}
+		cfg.listeners = append(cfg.listeners, l)
+	}
+	for _, name := range clusters {
+		cfg.clusters = append(cfg.clusters, outboundCluster(name))
+	}
+	for _, p := range ps {
+		if err := cfg.apply(p.cp); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.item, err)
+		}
+	}
+	if err := cfg.encode(); err != nil {
+		return nil, err
+	}
+	xds := staticCluster(xdsCluster, 15010)
+	h2, err := anypb.New(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+		ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	xds.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2}
+	node := &corev3.Node{Id: "router~10.0.0.1~gateway-0.istio-system~istio-system.svc.cluster.local", Cluster: "istio-ingressgateway.istio-system"}
+	if c != networking.EnvoyFilter_GATEWAY {
+		node = &corev3.Node{Id: "sidecar~10.0.0.1~workload-0.default~default.svc.cluster.local", Cluster: "workload.default"}
+	}
+	return &bootstrapv3.Bootstrap{
+		Node: node,
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Listeners: cfg.listeners,
+			Clusters:  append(cfg.clusters, xds),
+		},
+		// The TLS listeners' certificates come over ADS, as istiod sends
+		// them; validate mode fetches nothing.
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: &corev3.ApiConfigSource{
+			ApiType: corev3.ApiConfigSource_GRPC, TransportApiVersion: corev3.ApiVersion_V3,
+			GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster}}}},
+		}},
+	}, nil
+}
+
+// outboundRef finds Istio outbound cluster names in a patch value.
+var outboundRef = regexp.MustCompile(`outbound\|\d+\|[^|"]*\|[A-Za-z0-9.-]+`)
+
+// config is the representative configuration being patched. HTTP
+// connection managers are kept decoded while patches apply, and packed
+// into their listeners' filters at the end.
+type config struct {
+	listeners []*listenerv3.Listener
+	clusters  []*clusterv3.Cluster
+	hcms      map[*listenerv3.Filter]*hcmv3.HttpConnectionManager
+}
+
+// listener is an HTTP listener on port, terminating TLS when tls.
+func listener(port uint32, tls bool) (*listenerv3.Listener, error) {
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: fmt.Sprintf("outbound_0.0.0.0_%d", port),
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: fmt.Sprintf("http.%d", port),
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name: fmt.Sprintf("*:%d", port), Domains: []string{"*"},
+				Routes: []*routev3.Route{{
+					Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: backendCluster}}},
+				}},
+			}},
+		}},
+	}
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, err
+	}
+	hcm.HttpFilters = []*hcmv3.HttpFilter{{Name: envoyfilter.Router, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}}}
+	typed, err := anypb.New(hcm)
+	if err != nil {
+		return nil, err
+	}
+	chain := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{{
+		Name: envoyfilter.HTTPConnectionManager, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: typed},
+	}}}
+	if tls {
+		ctx, err := anypb.New(&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{
+				Name: "kubernetes://gateway-cert",
+				SdsConfig: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+					ResourceApiVersion: corev3.ApiVersion_V3},
+			}},
+		}})
+		if err != nil {
+			return nil, err
+		}
+		chain.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: ctx}}
+	}
+	return &listenerv3.Listener{
+		Name:         fmt.Sprintf("0.0.0.0_%d", port),
+		Address:      socket("0.0.0.0", port),
+		FilterChains: []*listenerv3.FilterChain{chain},
+	}, nil
+}
+
+func socket(host string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// outboundCluster is an outbound cluster as istiod names it, with one
+// static endpoint on the port its name carries.
+func outboundCluster(name string) *clusterv3.Cluster {
+	port := uint32(80)
+	if parts := strings.Split(name, "|"); len(parts) == 4 {
+		if n, err := strconv.ParseUint(parts[1], 10, 16); err == nil && n > 0 {
+			port = uint32(n)
+		}
+	}
+	return staticCluster(name, port)
+}
+
+func staticCluster(name string, port uint32) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(10 * time.Second),
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: socket("127.0.0.1", port),
+			}}}},
+		}}},
+	}
+}
