@@ -16,11 +16,13 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
@@ -185,17 +187,9 @@ func GatewayBootstrap(xdsAddr string, adminPort int, o GatewayOptions) ([]byte, 
 		return nil, "", err
 	}
 	nodeID := fmt.Sprintf("router~%s~gw-%s.%s~%s.svc.cluster.local", o.IP, o.Name, o.Namespace, o.Namespace)
-	h2, err := anypb.New(&httpv3.HttpProtocolOptions{
-		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-		}},
-	})
-	if err != nil {
-		return nil, "", err
-	}
 	ads := &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}, ResourceApiVersion: corev3.ApiVersion_V3}
 	xds := StaticCluster(XDSCluster, host, portText)
-	xds.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2}
+	xds.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": http2Options()}
 	bs := &bootstrapv3.Bootstrap{
 		Node:  &corev3.Node{Id: nodeID, Cluster: "istio-ingressgateway." + o.Namespace, Metadata: md},
 		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", uint32(adminPort))},
@@ -221,6 +215,51 @@ func GatewayBootstrap(xdsAddr string, adminPort int, o GatewayOptions) ([]byte, 
 		return nil, "", err
 	}
 	return out, nodeID, nil
+}
+
+// http2Options are a cluster's upstream protocol options for gRPC.
+func http2Options() *anypb.Any {
+	a, err := anypb.New(&httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+		}},
+	})
+	if err != nil {
+		panic(err) // a fixed message always packs
+	}
+	return a
+}
+
+// LoopbackListeners is a test EnvoyFilter that moves the listeners on
+// ports of the gateways matching selector from istiod's 0.0.0.0 to ip, so
+// that test servers listen on loopback only and each test gateway has an
+// address of its own. Apply it before the gateway connects, and no
+// listener ever binds 0.0.0.0. (A Gateway server's bind would do it too,
+// but it changes the route configurations' names, "http.8080.127.0.0.11",
+// and Istio's portNumber match on route configurations then no longer
+// recognises the port: every route configuration would match every port's
+// patches.)
+func LoopbackListeners(name string, selector map[string]string, ip string, ports ...uint32) (*envoyfilter.Object, error) {
+	var patches []envoyfilter.Patch
+	for _, port := range ports {
+		patches = append(patches, envoyfilter.Patch{
+			ApplyTo: networking.EnvoyFilter_LISTENER,
+			Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Listener{
+				Listener: &networking.EnvoyFilter_ListenerMatch{PortNumber: port},
+			}},
+			Operation: networking.EnvoyFilter_Patch_MERGE,
+			Value:     &listenerv3.Listener{Address: socketAddress(ip, port)},
+		})
+	}
+	target := envoyfilter.DefaultTarget()
+	target.Selector = selector
+	o, err := envoyfilter.NewObject("loopback", envoyfilter.Placement{Priority: -1000}, target, patches)
+	if err != nil {
+		return nil, err
+	}
+	o.Metadata.Name = name
+	o.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "loopback"}
+	return o, nil
 }
 
 // StaticCluster is a cluster of one loopback endpoint.

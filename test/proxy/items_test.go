@@ -49,12 +49,12 @@ func mustGet(ctx context.Context, t *testing.T, url string, headers map[string]s
 }
 
 // echoed is what the backend saw of a request that reached it.
-func echoed(t *testing.T, r *response) seen {
+func echoed(t *testing.T, r *response) harness.Seen {
 	t.Helper()
 	if r.status != 200 {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
-	var s seen
+	var s harness.Seen
 	if err := json.Unmarshal(r.body, &s); err != nil {
 		t.Fatalf("not the backend's echo: %v: %s", err, r.body)
 	}
@@ -251,18 +251,18 @@ func TestHeaders(t *testing.T) {
 			"x-debug": "1", "X-Forwarded-For": "198.51.100.9",
 		})
 		s := echoed(t, r)
-		if s.has("x-debug") {
+		if s.Has("x-debug") {
 			t.Error("x-debug reached the backend")
 		}
-		if v := s.header("x-request-start"); !strings.HasPrefix(v, "t=1") {
+		if v := s.Header("x-request-start"); !strings.HasPrefix(v, "t=1") {
 			t.Errorf("x-request-start %q", v)
 		}
-		if s.header("x-request-id") == "" {
+		if s.Header("x-request-id") == "" {
 			t.Error("no x-request-id at the backend")
 		}
 		// One trusted hop: the client is the address the one proxy in
 		// front (here the test client) put in X-Forwarded-For.
-		if v := s.header("x-real-ip"); v != "198.51.100.9" {
+		if v := s.Header("x-real-ip"); v != "198.51.100.9" {
 			t.Errorf("x-real-ip %q, want 198.51.100.9", v)
 		}
 		if v := r.header.Get("x-frame-options"); v != "SAMEORIGIN" {
@@ -301,14 +301,14 @@ func TestClientIPFromProxyProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := echoed(t, resp)
-		if v := s.header("x-real-ip"); v != "203.0.113.7" {
+		if v := s.Header("x-real-ip"); v != "203.0.113.7" {
 			t.Errorf("x-real-ip %q, want the PROXY header's 203.0.113.7", v)
 		}
-		if v := s.header("x-forwarded-for"); v != "203.0.113.7" {
+		if v := s.Header("x-forwarded-for"); v != "203.0.113.7" {
 			t.Errorf("x-forwarded-for %q, want 203.0.113.7", v)
 		}
-		if s := echoed(t, mustGet(ctx, t, g.url("/echo"), nil)); s.header("x-real-ip") != "127.0.0.1" {
-			t.Errorf("plain connection: x-real-ip %q", s.header("x-real-ip"))
+		if s := echoed(t, mustGet(ctx, t, g.url("/echo"), nil)); s.Header("x-real-ip") != "127.0.0.1" {
+			t.Errorf("plain connection: x-real-ip %q", s.Header("x-real-ip"))
 		}
 	})
 }
@@ -407,7 +407,7 @@ func TestHardening(t *testing.T) {
 		if s.Path != "/echo/twice" {
 			t.Errorf("path %q, want /echo/twice", s.Path)
 		}
-		if s.has("x_user") || s.header("x-user") != "guest" {
+		if s.Has("x_user") || s.Header("x-user") != "guest" {
 			t.Errorf("headers at the backend: %v", s.Headers)
 		}
 		r := mustGet(ctx, t, g.url("/a%2Fb"), nil)
@@ -516,11 +516,11 @@ func TestTracingToZipkin(t *testing.T) {
 	each(t, func(t *testing.T, g *gw) {
 		path := "/echo?traced=" + g.name
 		s := echoed(t, mustGet(ctx, t, g.url(path), nil))
-		traceID := s.header("x-b3-traceid")
+		traceID := s.Header("x-b3-traceid")
 		if traceID == "" {
 			t.Fatalf("no x-b3-traceid at the backend: %v", s.Headers)
 		}
-		var found *zipkinSpan
+		var found *harness.ZipkinSpan
 		ok := harness.Eventually(ctx, 20*time.Second, func() bool {
 			for _, sp := range zipkin.Spans() {
 				if sp.TraceID == traceID {

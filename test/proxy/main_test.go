@@ -25,17 +25,11 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 	networkingv1 "istio.io/api/networking/v1"
-	networking "istio.io/api/networking/v1alpha3"
 	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
 	"github.com/globalconfig/globalconfig/test/harness"
@@ -76,9 +70,9 @@ var (
 	newest    *gw // the Envoy of our istiod build
 	oldest    *gw // the oldest Envoy our istiod serves
 	gateways  []*gw
-	back      *backend
-	zipkin    *collector
-	sds       *sdsServer
+	back      *harness.Backend
+	zipkin    *harness.Collector
+	sds       *harness.SDSServer
 	certPEM   []byte
 	certFile  string
 	keyFile   string
@@ -124,11 +118,11 @@ func run(m *testing.M) int {
 
 func isNil(c interface{ Close() }) bool {
 	switch v := c.(type) {
-	case *backend:
+	case *harness.Backend:
 		return v == nil
-	case *collector:
+	case *harness.Collector:
 		return v == nil
-	case *sdsServer:
+	case *harness.SDSServer:
 		return v == nil
 	}
 	return false
@@ -147,13 +141,10 @@ func setupSuite(ctx context.Context, dir string) error {
 	if controlBn, err = harness.BuildController(dir, raceEnabled); err != nil {
 		return err
 	}
-	if back, err = startBackend(); err != nil {
+	if back, err = harness.StartBackend(); err != nil {
 		return err
 	}
-	if zipkin, err = startCollector(); err != nil {
-		return err
-	}
-	if sds, err = startSDS(); err != nil {
+	if zipkin, err = harness.StartCollector(); err != nil {
 		return err
 	}
 	if cluster, err = harness.StartCluster(ctx, dir); err != nil {
@@ -163,6 +154,9 @@ func setupSuite(ctx context.Context, dir string) error {
 	oldest = &gw{name: "envoy-" + dashed(oldBin.Minor()), ip: "127.0.0.12"}
 	gateways = []*gw{newest, oldest}
 	if err := createMesh(ctx, dir); err != nil {
+		return err
+	}
+	if sds, err = harness.StartSDS(certFile, keyFile); err != nil {
 		return err
 	}
 	if istiod, err = cluster.StartIstiodWith(ctx, harness.UpstreamEnvoyIstiod("istiod")); err != nil {
@@ -175,7 +169,7 @@ func setupSuite(ctx context.Context, dir string) error {
 			Binary:   bin,
 			IP:       fmt.Sprintf("10.1.3.%d", i+1),
 			Labels:   g.labels(),
-			Clusters: []*clusterv3.Cluster{sdsBootstrapCluster()},
+			Clusters: []*clusterv3.Cluster{sds.BootstrapCluster()},
 		})
 		if err != nil {
 			return err
@@ -217,52 +211,6 @@ func (g *gw) url(path string) string {
 // httpsAddr is the gateway's TLS listener.
 func (g *gw) httpsAddr() string { return net.JoinHostPort(g.ip, strconv.Itoa(httpsPort)) }
 
-// sdsBootstrapCluster is the bootstrap's "sds-grpc" cluster: the test's
-// SDS server, over HTTP/2.
-func sdsBootstrapCluster() *clusterv3.Cluster {
-	c := harness.StaticCluster(sdsCluster, "127.0.0.1", strconv.Itoa(sds.Addr.Port))
-	h2, _ := anypb.New(&httpv3.HttpProtocolOptions{
-		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-		}},
-	})
-	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2}
-	return c
-}
-
-// loopbackListeners is the test's own EnvoyFilter that moves g's listeners
-// from istiod's 0.0.0.0 to g's loopback address, so that the tests' servers
-// listen on loopback only and each Envoy has its own address. It is there
-// before the gateway connects, so no listener ever binds 0.0.0.0. (A
-// Gateway server's bind would do it too, but it changes the route
-// configurations' names, "http.8080.127.0.0.11", and Istio's portNumber
-// match on route configurations no longer recognises the port: every
-// route configuration would match every port's patches.)
-func loopbackListeners(g *gw) (*envoyfilter.Object, error) {
-	var patches []envoyfilter.Patch
-	for _, port := range []uint32{httpPort, httpsPort} {
-		patches = append(patches, envoyfilter.Patch{
-			ApplyTo: networking.EnvoyFilter_LISTENER,
-			Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Listener{
-				Listener: &networking.EnvoyFilter_ListenerMatch{PortNumber: port},
-			}},
-			Operation: networking.EnvoyFilter_Patch_MERGE,
-			Value: &listenerv3.Listener{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Address: g.ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-			}}}},
-		})
-	}
-	target := envoyfilter.DefaultTarget()
-	target.Selector = map[string]string{"gateway": g.name}
-	o, err := envoyfilter.NewObject("loopback", envoyfilter.Placement{Priority: -1000}, target, patches)
-	if err != nil {
-		return nil, err
-	}
-	o.Metadata.Name = "loopback-" + g.name
-	o.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "loopback"}
-	return o, nil
-}
-
 // createMesh creates what the gateways serve: one Gateway per Envoy (HTTP
 // and HTTPS, moved to its loopback address), a VirtualService routing
 // every host to the backend, and ServiceEntries that put the backend and
@@ -273,6 +221,7 @@ func createMesh(ctx context.Context, dir string) error {
 	if certPEM, keyPEM, err = harness.SelfSigned("gateway.proxy.test"); err != nil {
 		return err
 	}
+
 	certFile, keyFile = filepath.Join(dir, "gateway-cert.pem"), filepath.Join(dir, "gateway-key.pem")
 	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
 		return err
@@ -301,7 +250,7 @@ func createMesh(ctx context.Context, dir string) error {
 		if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create gateway %s: %w", g.name, err)
 		}
-		lo, err := loopbackListeners(g)
+		lo, err := harness.LoopbackListeners("loopback-"+g.name, map[string]string{"gateway": g.name}, g.ip, httpPort, httpsPort)
 		if err != nil {
 			return err
 		}

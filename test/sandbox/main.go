@@ -1,39 +1,29 @@
 // Command sandbox is `make run`: a local etcd and kube-apiserver with
 // Istio's CRDs, the example global ConfigMap, istiod with an ingress
-// Gateway, and the controller running against them as its ServiceAccount.
-// An xDS client connected to istiod as the gateway keeps what it receives
-// in an Envoy config dump file that `istioctl proxy-config … --file`
-// reads. Ctrl-C stops it all.
+// Gateway, the controller running against them as its ServiceAccount, and
+// a real Envoy as the ingress gateway on a loopback port, in front of a
+// backend that echoes requests. Ctrl-C stops it all.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	networkingv1 "istio.io/api/networking/v1"
 	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
-	"github.com/globalconfig/globalconfig/test/xds"
-)
-
-const (
-	// gatewayListener is the listener the ingress Gateway's HTTP server
-	// on port 80 gives the gateway.
-	gatewayListener = "0.0.0.0_80"
-	// dumpDebounce lets a push settle (istiod answers one with a response
-	// per type) before the dump is rewritten; dumpMaxDelay bounds the wait
-	// while updates keep coming.
-	dumpDebounce = 100 * time.Millisecond
-	dumpMaxDelay = time.Second
 )
 
 func main() {
@@ -56,10 +46,27 @@ func run(bin string) error {
 	if _, err := harness.Binary(harness.EnvPilotDiscovery); err != nil {
 		return err
 	}
+	envoy, err := harness.EnvoyBinary(ctx, harness.EnvEnvoy, harness.EnvEnvoyVersion)
+	if err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "globalconfig-sandbox-")
 	if err != nil {
 		return err
 	}
+	backend, err := harness.StartBackend()
+	if err != nil {
+		return err
+	}
+	defer backend.Close()
+	// The example's tracing sends spans to zipkin.istio-system:9411. Envoy
+	// refuses a listener whose tracer names a cluster that doesn't exist,
+	// so the sandbox runs a collector there.
+	zipkin, err := harness.StartCollector()
+	if err != nil {
+		return err
+	}
+	defer zipkin.Close()
 	fmt.Println("starting etcd and kube-apiserver in", dir, "...")
 	cluster, err := harness.StartCluster(ctx, dir)
 	if err != nil {
@@ -81,12 +88,21 @@ func run(bin string) error {
 	if err := cluster.CreateWebhookConfig(ctx, fmt.Sprintf("https://127.0.0.1:%d/validate", port)); err != nil {
 		return err
 	}
-	// istiod first: the controller is told its debug address.
-	fmt.Println("starting istiod ...")
-	if err := createGateway(ctx, cluster); err != nil {
+	gwPort, err := harness.FreePort()
+	if err != nil {
 		return err
 	}
-	istiod, err := cluster.StartIstiod(ctx, "istiod", "")
+	if err := createMesh(ctx, cluster, uint32(gwPort), backend, zipkin); err != nil {
+		return err
+	}
+	sds, err := startSDS(dir)
+	if err != nil {
+		return err
+	}
+	defer sds.Close()
+	// istiod first: the controller is told its debug address.
+	fmt.Println("starting istiod ...")
+	istiod, err := cluster.StartIstiodWith(ctx, harness.UpstreamEnvoyIstiod("istiod"))
 	if err != nil {
 		return err
 	}
@@ -100,70 +116,60 @@ func run(bin string) error {
 		return err
 	}
 	defer ctl.Stop(10 * time.Second)
-	gateway, err := xds.Dial(ctx, istiod.GRPCAddr, xds.GatewayNode())
-	if err != nil {
-		return err
-	}
-	defer gateway.Close()
 	if !harness.Eventually(ctx, 60*time.Second, func() bool { return ctl.Ready(ctx) }) {
 		return fmt.Errorf("the controller did not become ready:\n%s", ctl.Log(4000))
 	}
-	if _, err := gateway.WaitFor(ctx, 60*time.Second, func(s xds.Snapshot) bool {
-		_, ok := s.Listeners[gatewayListener]
-		return ok
-	}); err != nil {
-		return fmt.Errorf("the gateway got no listener %s: %w\n%s", gatewayListener, err, istiod.Log(4000))
-	}
-	// The controller is ready with its EnvoyFilters written; let istiod's
-	// push of them arrive before the first dump.
-	settle(ctx, gateway, 500*time.Millisecond, 5*time.Second)
-	dump := filepath.Join(dir, "gateway-config-dump.json")
-	next := gateway.Updated()
-	if err := gateway.WriteConfigDump(dump); err != nil {
+	fmt.Printf("starting the gateway: Envoy %s ...\n", envoy.Version)
+	gw, err := cluster.StartEnvoyGateway(ctx, istiod, harness.GatewayOptions{
+		Name: "ingressgateway", Binary: envoy, IP: "10.1.1.1", Labels: gatewayLabels,
+		Clusters: []*clusterv3.Cluster{sds.BootstrapCluster()},
+	})
+	if err != nil {
 		return err
 	}
-	dumpCtx, stopDump := context.WithCancel(ctx)
-	dumpErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		dumpErr <- keepDump(dumpCtx, gateway, dump, next)
-	}()
-	defer wg.Wait()
-	defer stopDump()
+	defer gw.Stop(5 * time.Second)
+	url := fmt.Sprintf("http://127.0.0.1:%d", gwPort)
+	if !harness.Eventually(ctx, 60*time.Second, func() bool { return serves(ctx, url+"/echo") }) {
+		return fmt.Errorf("the gateway does not serve %s:\n%s", url, gw.Log(4000))
+	}
+	// Ready when the controller's status says the gateway took its set.
+	if !harness.Eventually(ctx, 60*time.Second, func() bool { return synced(ctx, cluster) }) {
+		return fmt.Errorf("the gateway did not take the example's EnvoyFilters:\n%s", gw.Log(4000))
+	}
 	kubectl, _ := harness.Binary(harness.EnvKubectl)
 	k := fmt.Sprintf("%s --kubeconfig %s", kubectl, cluster.AdminKubeconfig)
+	dump := filepath.Join(dir, "gateway-config-dump.json")
 	fmt.Printf(`
-globalconfig is running against a local API server.
+globalconfig is running against a local API server, and a real Envoy
+(%s) is the ingress gateway.
 
   kubeconfig:      %s
   controller log:  %s
   metrics:         %s
   istiod debug:    http://%s/debug/syncz
   istiod log:      %s
-  gateway config:  %s
-                   (an xDS client connected to istiod as the ingress gateway
-                   rewrites this Envoy config dump on every update)
+  gateway:         %s  (to a backend that echoes requests; /text?n=N answers N bytes of text)
+  gateway admin:   http://%s  (gateway log: %s)
 
 Try, in another terminal:
+  curl -s -o /dev/null -D - -H 'Accept-Encoding: gzip' '%s/text?n=4096'
+                                                            # content-encoding: gzip, from the gzip item
   %s get envoyfilters -n istio-system -l app.kubernetes.io/managed-by=globalconfig
-  %s edit configmap global-config -n istio-system          # change a value, save, list again;
+  %s edit configmap global-config -n istio-system          # change a value, save, curl again;
                                                             # a bad value is refused by the admission webhook
   %s describe configmap global-config -n istio-system      # Events: Applied / InvalidConfig
-  %s get configmap global-config-status -n istio-system -o yaml
   %s status --kubeconfig %s                          # the document, the items and which proxies took the set
   %s diff -f edited.yaml --kubeconfig %s             # what applying edited.yaml would change
 
-What the gateway receives from istiod, after each edit:
+What the gateway's Envoy has loaded, after each edit:
+  curl -s http://%s/config_dump > %s
   %s proxy-config listener --file %s
   %s proxy-config route --file %s -o json
-  %s proxy-config cluster --file %s
 
 Ctrl-C stops everything.
-Ready in %.1fs.
-`, cluster.AdminKubeconfig, ctl.LogPath, ctl.MetricsURL, istiod.HTTPAddr, istiod.LogPath, dump,
-		k, k, k, k, abs, cluster.AdminKubeconfig, abs, cluster.AdminKubeconfig, istioctl, dump, istioctl, dump, istioctl, dump, time.Since(started).Seconds())
+`, envoy.Version, cluster.AdminKubeconfig, ctl.LogPath, ctl.MetricsURL, istiod.HTTPAddr, istiod.LogPath, url, gw.AdminAddr, gw.LogPath,
+		url, k, k, k, abs, cluster.AdminKubeconfig, abs, cluster.AdminKubeconfig, gw.AdminAddr, dump, istioctl, dump, istioctl, dump)
+	fmt.Printf("Ready in %.1fs.\n", time.Since(started).Seconds())
 	select {
 	case <-ctx.Done():
 		fmt.Println("\nstopping ...")
@@ -171,21 +177,69 @@ Ready in %.1fs.
 		return fmt.Errorf("the controller exited:\n%s", ctl.Log(4000))
 	case <-istiod.Done():
 		return fmt.Errorf("istiod exited:\n%s", istiod.Log(4000))
-	case err := <-dumpErr:
-		return fmt.Errorf("gateway config dump: %w", err)
+	case <-gw.Done():
+		return fmt.Errorf("the gateway exited:\n%s", gw.Log(4000))
 	}
 	return nil
 }
 
-// createGateway creates the ingress Gateway: an HTTP server on port 80 for
-// every host, which gives a gateway proxy the listener 0.0.0.0_80.
-func createGateway(ctx context.Context, cluster *harness.Cluster) error {
+// gatewayLabels are the sandbox gateway's pod labels: an ingress
+// gateway's, which the example's default target selects.
+var gatewayLabels = map[string]string{"istio": "ingressgateway"}
+
+// synced tells whether the status ConfigMap says every proxy the applied
+// set reaches took it.
+func synced(ctx context.Context, cluster *harness.Cluster) bool {
+	cm, err := cluster.Admin.CoreV1().ConfigMaps(harness.Namespace).Get(ctx, controller.StatusName("global-config"), metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	st, err := rollout.Parse(cm.Data[rollout.StatusKey])
+	return err == nil && st.Version == cm.Data["lastAppliedHash"] && st.Selected > 0 && st.Synced == st.Selected
+}
+
+// serves tells whether a GET of url through the gateway reaches the backend.
+func serves(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// startSDS serves the gateway's workload certificate as istio-agent
+// would (the backend's cluster names it for Istio mTLS).
+func startSDS(dir string) (*harness.SDSServer, error) {
+	cert, key, err := harness.SelfSigned("gateway.sandbox")
+	if err != nil {
+		return nil, err
+	}
+	certFile, keyFile := filepath.Join(dir, "gateway-cert.pem"), filepath.Join(dir, "gateway-key.pem")
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		return nil, err
+	}
+	return harness.StartSDS(certFile, keyFile)
+}
+
+// createMesh creates the ingress Gateway (an HTTP server on port, moved
+// to 127.0.0.1), ServiceEntries putting the backend and the zipkin
+// collector in the mesh, and a VirtualService routing every host to the
+// backend.
+func createMesh(ctx context.Context, cluster *harness.Cluster, port uint32, backend *harness.Backend, zipkin *harness.Collector) error {
 	gw := &clientnetworkingv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Namespace: harness.Namespace},
 		Spec: networkingv1.Gateway{
-			Selector: map[string]string{"istio": "ingressgateway"},
+			Selector: gatewayLabels,
 			Servers: []*networkingv1.Server{{
-				Port:  &networkingv1.Port{Number: 80, Name: "http", Protocol: "HTTP"},
+				Port:  &networkingv1.Port{Number: port, Name: "http", Protocol: "HTTP"},
 				Hosts: []string{"*"},
 			}},
 		},
@@ -193,60 +247,47 @@ func createGateway(ctx context.Context, cluster *harness.Cluster) error {
 	if _, err := cluster.Istio.NetworkingV1().Gateways(harness.Namespace).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create gateway: %w", err)
 	}
+	lo, err := harness.LoopbackListeners("sandbox-loopback", gatewayLabels, "127.0.0.1", port)
+	if err != nil {
+		return err
+	}
+	y, err := lo.YAML()
+	if err != nil {
+		return err
+	}
+	if out, err := cluster.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
+		return fmt.Errorf("loopback EnvoyFilter: %w: %s", err, out)
+	}
+	for _, e := range []struct {
+		host       string
+		port, real int
+	}{{"backend.sandbox", 8080, backend.Addr.Port}, {"zipkin.istio-system.svc.cluster.local", 9411, zipkin.Addr.Port}} {
+		se := &clientnetworkingv1.ServiceEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: e.host, Namespace: harness.Namespace},
+			Spec: networkingv1.ServiceEntry{
+				Hosts:      []string{e.host},
+				Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
+				Resolution: networkingv1.ServiceEntry_STATIC,
+				Ports:      []*networkingv1.ServicePort{{Number: uint32(e.port), Name: "http", Protocol: "HTTP"}},
+				Endpoints:  []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"http": uint32(e.real)}}},
+			},
+		}
+		if _, err := cluster.Istio.NetworkingV1().ServiceEntries(harness.Namespace).Create(ctx, se, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create service entry %s: %w", e.host, err)
+		}
+	}
+	vs := &clientnetworkingv1.VirtualService{
+		ObjectMeta: metav1.ObjectMeta{Name: "to-backend", Namespace: harness.Namespace},
+		Spec: networkingv1.VirtualService{
+			Hosts:    []string{"*"},
+			Gateways: []string{"ingress"},
+			Http: []*networkingv1.HTTPRoute{{Route: []*networkingv1.HTTPRouteDestination{{Destination: &networkingv1.Destination{
+				Host: "backend.sandbox", Port: &networkingv1.PortSelector{Number: 8080},
+			}}}}},
+		},
+	}
+	if _, err := cluster.Istio.NetworkingV1().VirtualServices(harness.Namespace).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create virtual service: %w", err)
+	}
 	return nil
-}
-
-// settle waits until the client has received nothing for quiet, or for at
-// most limit.
-func settle(ctx context.Context, c *xds.Client, quiet, limit time.Duration) {
-	deadline := time.After(limit)
-	for {
-		select {
-		case <-c.Updated():
-		case <-time.After(quiet):
-			return
-		case <-deadline:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// keepDump rewrites the config dump at path after every update the client
-// receives from next on, once the updates pause for dumpDebounce (or after
-// dumpMaxDelay while they keep coming), until ctx ends or the client's
-// stream fails.
-func keepDump(ctx context.Context, c *xds.Client, path string, next <-chan struct{}) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-next:
-		}
-		timer := time.NewTimer(dumpDebounce)
-		deadline := time.After(dumpMaxDelay)
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return nil
-			case <-c.Updated():
-				timer.Reset(dumpDebounce)
-			case <-timer.C:
-				break wait
-			case <-deadline:
-				timer.Stop()
-				break wait
-			}
-		}
-		next = c.Updated()
-		if err := c.Err(); err != nil {
-			return fmt.Errorf("the xDS client lost istiod: %w", err)
-		}
-		if err := c.WriteConfigDump(path); err != nil {
-			return err
-		}
-	}
 }

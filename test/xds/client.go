@@ -88,11 +88,6 @@ type Client struct {
 	err     error
 	routes  []string          // route names subscribed to
 	acked   map[string]string // type URL → version last ACKed
-
-	// What the config dump shows: every resource as received, by type
-	// URL and name, and when the client was dialed.
-	raw    map[string]rawType
-	dialed time.Time
 }
 
 // Dial connects to istiod's plaintext gRPC address as node. The client
@@ -111,7 +106,6 @@ func Dial(ctx context.Context, addr string, node *corev3.Node) (*Client, error) 
 		return nil, fmt.Errorf("open ADS stream: %w", err)
 	}
 	c := &Client{conn: conn, stream: stream, node: node, cancel: cancel, updated: make(chan struct{}), acked: map[string]string{},
-		raw: map[string]rawType{}, dialed: time.Now(),
 		snap: Snapshot{Listeners: map[string]*listenerv3.Listener{}, Clusters: map[string]*clusterv3.Cluster{}, Routes: map[string]*routev3.RouteConfiguration{}}}
 	for i, typeURL := range []string{ClusterType, ListenerType} {
 		req := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL}
@@ -181,7 +175,6 @@ func (c *Client) fail(err error) {
 
 func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 	var ackNames []string
-	names := make([]string, 0, len(resp.GetResources())) // of the resources, in order
 	c.mu.Lock()
 	c.acked[resp.GetTypeUrl()] = resp.GetVersionInfo()
 	switch resp.GetTypeUrl() {
@@ -194,7 +187,6 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 				return fmt.Errorf("decode listener: %w", err)
 			}
 			c.snap.Listeners[l.GetName()] = l
-			names = append(names, l.GetName())
 		}
 	case ClusterType:
 		c.snap.Clusters = map[string]*clusterv3.Cluster{}
@@ -205,7 +197,6 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 				return fmt.Errorf("decode cluster: %w", err)
 			}
 			c.snap.Clusters[cl.GetName()] = cl
-			names = append(names, cl.GetName())
 		}
 	case RouteType:
 		for _, r := range resp.GetResources() {
@@ -215,7 +206,6 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 				return fmt.Errorf("decode route: %w", err)
 			}
 			c.snap.Routes[rc.GetName()] = rc
-			names = append(names, rc.GetName())
 		}
 		ackNames = c.routes
 	}
@@ -224,7 +214,6 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 	if newRoutes {
 		c.routes = routeNames
 	}
-	c.keepRaw(resp, names)
 	c.last = time.Now()
 	c.pushes++
 	close(c.updated)

@@ -1,4 +1,4 @@
-package proxy
+package harness
 
 import (
 	"encoding/json"
@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// seen is what the backend saw of one request, as it answers it in JSON.
-type seen struct {
+// Seen is what the backend saw of one request, as it answers it in JSON.
+type Seen struct {
 	Method    string              `json:"method"`
 	Path      string              `json:"path"`
 	Headers   map[string][]string `json:"headers"`
@@ -21,8 +21,8 @@ type seen struct {
 	BodyBytes int                 `json:"bodyBytes"`
 }
 
-// header is the first value of a header the backend saw, "" when none.
-func (s seen) header(name string) string {
+// Header is the first value of a header the backend saw, "" when none.
+func (s Seen) Header(name string) string {
 	for k, v := range s.Headers {
 		if strings.EqualFold(k, name) && len(v) > 0 {
 			return v[0]
@@ -31,7 +31,8 @@ func (s seen) header(name string) string {
 	return ""
 }
 
-func (s seen) has(name string) bool {
+// Has tells whether the request carried the header.
+func (s Seen) Has(name string) bool {
 	for k := range s.Headers {
 		if strings.EqualFold(k, name) {
 			return true
@@ -40,7 +41,7 @@ func (s seen) has(name string) bool {
 	return false
 }
 
-// backend is the service behind the gateways, on loopback. Its paths:
+// Backend is the service behind the gateways, on loopback. Its paths:
 //
 //	/echo          the request as it arrived, in JSON (every other path too)
 //	/text?n=N      N bytes of compressible text; &ct= sets the content type
@@ -48,25 +49,27 @@ func (s seen) has(name string) bool {
 //	/slow?ms=N     answers after N milliseconds
 //
 // and ?rh=name:value (repeatable) adds response headers to any of them.
-type backend struct {
+type Backend struct {
 	srv  *http.Server
 	Addr *net.TCPAddr
 }
 
-func startBackend() (*backend, error) {
+// StartBackend starts the backend on a free loopback port.
+func StartBackend() (*Backend, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{Addr: ln.Addr().(*net.TCPAddr)}
+	b := &Backend{Addr: ln.Addr().(*net.TCPAddr)}
 	b.srv = &http.Server{Handler: http.HandlerFunc(b.serve), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = b.srv.Serve(ln) }()
 	return b, nil
 }
 
-func (b *backend) Close() { _ = b.srv.Close() }
+// Close stops the backend.
+func (b *Backend) Close() { _ = b.srv.Close() }
 
-func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
+func (b *Backend) serve(w http.ResponseWriter, r *http.Request) {
 	n, _ := io.Copy(io.Discard, r.Body)
 	q := r.URL.Query()
 	for _, rh := range q["rh"] {
@@ -82,6 +85,10 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 			ct = "text/plain"
 		}
 		w.Header().Set("Content-Type", ct)
+		// With its length known, as a file server would send it: Envoy's
+		// compressors (like nginx's gzip_min_length) judge minContentLength
+		// by Content-Length, and compress a chunked body of any length.
+		w.Header().Set("Content-Length", strconv.Itoa(size))
 		line := "globalconfig sends the proxy's knobs from one ConfigMap.\n"
 		body := strings.Repeat(line, size/len(line)+1)[:size]
 		_, _ = io.WriteString(w, body)
@@ -104,20 +111,20 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(seen{Method: r.Method, Path: r.URL.RequestURI(), Headers: r.Header, Remote: r.RemoteAddr, BodyBytes: int(n)})
+	_ = json.NewEncoder(w).Encode(Seen{Method: r.Method, Path: r.URL.RequestURI(), Headers: r.Header, Remote: r.RemoteAddr, BodyBytes: int(n)})
 }
 
-// collector is a Zipkin collector on loopback: it keeps the spans posted
+// Collector is a Zipkin collector on loopback: it keeps the spans posted
 // to /api/v2/spans.
-type collector struct {
+type Collector struct {
 	srv   *http.Server
 	Addr  *net.TCPAddr
 	mu    sync.Mutex
-	spans []zipkinSpan
+	spans []ZipkinSpan
 }
 
-// zipkinSpan is the part of a Zipkin v2 span the tests read.
-type zipkinSpan struct {
+// ZipkinSpan is the part of a Zipkin v2 span the tests read.
+type ZipkinSpan struct {
 	TraceID       string                       `json:"traceId"`
 	Name          string                       `json:"name"`
 	Kind          string                       `json:"kind"`
@@ -125,21 +132,23 @@ type zipkinSpan struct {
 	Tags          map[string]string            `json:"tags"`
 }
 
-func startCollector() (*collector, error) {
+// StartCollector starts the collector on a free loopback port.
+func StartCollector() (*Collector, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	c := &collector{Addr: ln.Addr().(*net.TCPAddr)}
+	c := &Collector{Addr: ln.Addr().(*net.TCPAddr)}
 	c.srv = &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = c.srv.Serve(ln) }()
 	return c, nil
 }
 
-func (c *collector) Close() { _ = c.srv.Close() }
+// Close stops the collector.
+func (c *Collector) Close() { _ = c.srv.Close() }
 
-func (c *collector) serve(w http.ResponseWriter, r *http.Request) {
-	var spans []zipkinSpan
+func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
+	var spans []ZipkinSpan
 	if r.URL.Path != "/api/v2/spans" || json.NewDecoder(r.Body).Decode(&spans) != nil {
 		http.Error(w, "not a Zipkin v2 JSON span list", http.StatusBadRequest)
 		return
@@ -151,8 +160,8 @@ func (c *collector) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // Spans returns the spans received so far.
-func (c *collector) Spans() []zipkinSpan {
+func (c *Collector) Spans() []ZipkinSpan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]zipkinSpan(nil), c.spans...)
+	return append([]ZipkinSpan(nil), c.spans...)
 }

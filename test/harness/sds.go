@@ -1,4 +1,4 @@
-package proxy
+package harness
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// sdsServer plays istio-agent's part for file-mounted gateway
+// SDSServer plays istio-agent's part for file-mounted gateway
 // certificates. A Gateway server whose TLS names serverCertificate and
 // privateKey files makes istiod reference the secret
 // "file-cert:<cert>~<key>" from the SDS cluster "sds-grpc", which in a pod
@@ -24,34 +24,37 @@ import (
 // server on loopback, which reads the files the same way. (A credentialName
 // secret would come from istiod over ADS, which istiod sends only to a
 // proxy with a verified identity, on its TLS port.)
-type sdsServer struct {
+type SDSServer struct {
 	secretv3.UnimplementedSecretDiscoveryServiceServer
 	srv  *grpc.Server
 	Addr *net.TCPAddr
 
-	mu     sync.Mutex
-	served map[string]int
+	certFile, keyFile string
 }
 
-// sdsCluster is the SDS cluster istiod's listeners name.
-const sdsCluster = "sds-grpc"
+// SDSCluster is the SDS cluster istiod's listeners name.
+const SDSCluster = "sds-grpc"
 
-func startSDS() (*sdsServer, error) {
+// StartSDS starts the SDS server on a free loopback port. It serves the
+// certificate and key in certFile and keyFile as the workload's own
+// ("default") and the certificate as the mesh root ("ROOTCA").
+func StartSDS(certFile, keyFile string) (*SDSServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &sdsServer{srv: grpc.NewServer(), Addr: ln.Addr().(*net.TCPAddr), served: map[string]int{}}
+	s := &SDSServer{srv: grpc.NewServer(), Addr: ln.Addr().(*net.TCPAddr), certFile: certFile, keyFile: keyFile}
 	secretv3.RegisterSecretDiscoveryServiceServer(s.srv, s)
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
 
-func (s *sdsServer) Close() { s.srv.Stop() }
+// Close stops the server.
+func (s *SDSServer) Close() { s.srv.Stop() }
 
 // StreamSecrets answers every request for a new set of names, and nothing
 // else (an ACK repeats the names with the nonce it acknowledges).
-func (s *sdsServer) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSecretsServer) error {
+func (s *SDSServer) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSecretsServer) error {
 	var last string
 	nonce := 0
 	for {
@@ -66,7 +69,7 @@ func (s *sdsServer) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamS
 		last = names
 		resp := &discoveryv3.DiscoveryResponse{TypeUrl: req.GetTypeUrl(), VersionInfo: "1"}
 		for _, name := range req.GetResourceNames() {
-			secret, err := fileSecret(name)
+			secret, err := s.secret(name)
 			if err != nil {
 				return err
 			}
@@ -75,9 +78,6 @@ func (s *sdsServer) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamS
 				return err
 			}
 			resp.Resources = append(resp.Resources, a)
-			s.mu.Lock()
-			s.served[name]++
-			s.mu.Unlock()
 		}
 		nonce++
 		resp.Nonce = strconv.Itoa(nonce)
@@ -87,26 +87,30 @@ func (s *sdsServer) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamS
 	}
 }
 
-// fileSecret reads "file-cert:<cert>~<key>" into an inline TLS secret.
+// secret reads "file-cert:<cert>~<key>" into an inline TLS secret.
 // The workload's own certificate ("default") and the mesh's root
 // ("ROOTCA"), which istio-agent also serves and outbound clusters name for
 // Istio mTLS, are the gateway's certificate and that certificate as the
 // trusted CA: no test traffic uses mTLS, but Envoy waits for every secret
 // a cluster names before it takes its listeners.
-func fileSecret(name string) (*tlsv3.Secret, error) {
+func (s *SDSServer) secret(name string) (*tlsv3.Secret, error) {
 	inline := func(b []byte) *corev3.DataSource {
 		return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
 	}
 	switch name {
 	case "default":
-		s, err := fileSecret("file-cert:" + certFile + "~" + keyFile)
-		if s != nil {
-			s.Name = name
+		sec, err := s.secret("file-cert:" + s.certFile + "~" + s.keyFile)
+		if sec != nil {
+			sec.Name = name
 		}
-		return s, err
+		return sec, err
 	case "ROOTCA":
+		ca, err := os.ReadFile(s.certFile)
+		if err != nil {
+			return nil, fmt.Errorf("sds: %w", err)
+		}
 		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-			TrustedCa: inline(certPEM),
+			TrustedCa: inline(ca),
 		}}}, nil
 	}
 	paths, ok := strings.CutPrefix(name, "file-cert:")
@@ -125,4 +129,12 @@ func fileSecret(name string) (*tlsv3.Secret, error) {
 	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
 		CertificateChain: inline(c), PrivateKey: inline(k),
 	}}}, nil
+}
+
+// BootstrapCluster is the gateway bootstrap's "sds-grpc" cluster: this
+// server, over HTTP/2.
+func (s *SDSServer) BootstrapCluster() *clusterv3.Cluster {
+	c := StaticCluster(SDSCluster, "127.0.0.1", strconv.Itoa(s.Addr.Port))
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": http2Options()}
+	return c
 }
