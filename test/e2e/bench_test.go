@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -357,7 +355,7 @@ func measureRSS(ctx context.Context, b *testing.B) rssFigures {
 		}
 		time.Sleep(2 * time.Second) // let start-up garbage settle
 		runtime.GC()
-		return rssMiB(b, ctl.Cmd.Process.Pid), rssMiB(b, inf.Cmd.Process.Pid)
+		return mustRSS(b, ctl.Cmd.Process.Pid), mustRSS(b, inf.Cmd.Process.Pid)
 	}
 	var r rssFigures
 	r.controller0, r.informer0 = measure("0")
@@ -407,24 +405,12 @@ func createConfigMaps(ctx context.Context, b *testing.B) {
 	}
 }
 
-func rssMiB(b *testing.B, pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+func mustRSS(b *testing.B, pid int) float64 {
+	v, err := harness.RSSMiB(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return float64(kb) / 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
+	return v
 }
 
 // report is docs/benchmarks.md: the table and the machine it ran on.

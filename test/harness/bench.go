@@ -1,7 +1,12 @@
 package harness
 
 import (
+	"bufio"
+	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -15,3 +20,23 @@ func Percentile(d []time.Duration, p int) time.Duration {
 
 // Ms is d in milliseconds, for benchmark tables.
 func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// RSSMiB is the resident set size of process pid (VmRSS), in MiB.
+func RSSMiB(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS of %d: %w", pid, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for process %d", pid)
+}
