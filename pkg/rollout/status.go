@@ -117,6 +117,16 @@ func (s *Status) Count(st State) int {
 	return 0
 }
 
+// Proxy is the proxy named name ("gw-0.istio-system"), or the zero Proxy.
+func (s *Status) Proxy(name string) Proxy {
+	for _, p := range s.Proxies {
+		if p.Name == name {
+			return p
+		}
+	}
+	return Proxy{}
+}
+
 // Unreachable returns the istiod instances that did not answer.
 func (s *Status) Unreachable() []Istiod {
 	var out []Istiod

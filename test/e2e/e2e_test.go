@@ -12,12 +12,8 @@ import (
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/manager"
 	"github.com/globalconfig/globalconfig/test/harness"
@@ -143,15 +139,11 @@ func TestGoldenEffects(t *testing.T) {
 // exampleDocument is the config.yaml of deploy/examples/global-config.yaml.
 func exampleDocument(t testing.TB) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "deploy", "examples", "global-config.yaml"))
+	doc, err := harness.ExampleDocument()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cm corev1.ConfigMap
-	if err := yamlUnmarshal(data, &cm); err != nil {
-		t.Fatal(err)
-	}
-	return cm.Data[document.DataKey]
+	return doc
 }
 
 func desiredObjects(t testing.TB, doc string) []*envoyfilter.Object {
@@ -170,47 +162,20 @@ func desiredObjects(t testing.TB, doc string) []*envoyfilter.Object {
 // putConfig creates or updates the global ConfigMap.
 func putConfig(ctx context.Context, t testing.TB, doc string) {
 	t.Helper()
-	cms := cluster.Admin.CoreV1().ConfigMaps(ns)
-	cm, err := cms.Get(ctx, "global-config", metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "global-config", Namespace: ns},
-			Data:       map[string]string{document.DataKey: doc},
-		}, metav1.CreateOptions{})
-	} else if err == nil {
-		cm.Data = map[string]string{document.DataKey: doc}
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
-	if err != nil {
+	if err := cluster.PutConfig(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // startController runs the controller until the test ends and removes
-// what it made.
+// what it made; the rollout is read from the suite's istiod unless args
+// say otherwise.
 func startController(ctx context.Context, t testing.TB, args ...string) *harness.Controller {
 	t.Helper()
-	base := []string{"--leader-elect=false"}
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--istiod") }) {
-		// The rollout is read from the suite's istiod.
-		base = append(base, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+		args = append(args, "--istiod-debug-url=http://"+istiod.HTTPAddr)
 	}
-	ctl, err := cluster.StartController(controlBin, "controller-"+strings.ReplaceAll(t.Name(), "/", "-"), append(base, args...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctl.Kill()
-		if t.Failed() {
-			t.Logf("controller log:\n%s", ctl.Log(5000))
-		}
-		bg := context.Background()
-		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(bg, "global-config", metav1.DeleteOptions{})
-		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(bg, controller.StatusName("global-config"), metav1.DeleteOptions{})
-		_ = cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).DeleteCollection(bg, metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
-	})
-	return ctl
+	return cluster.RunController(t, controlBin, args...)
 }
 
 // Through the controller: the example document takes effect at the

@@ -285,12 +285,4 @@ func createWorkload(ctx context.Context) error {
 	return nil
 }
 
-func setup(t testing.TB) context.Context {
-	t.Helper()
-	if setupErr != nil {
-		t.Fatalf("e2e setup: %v", setupErr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func setup(t testing.TB) context.Context { t.Helper(); return harness.TestContext(t, "e2e", setupErr) }

@@ -115,7 +115,7 @@ func TestMCPSidecar(t *testing.T) {
 	}
 	// The rollout works the same over MCP: the gateway ACKed the set.
 	waitRollout(ctx, t, "the gateway takes the set served over MCP", func(st *rollout.Status) bool {
-		return st.Selected == 1 && state(st, "gw-10-1-1-1."+ns) == rollout.Synced && len(st.Unreachable()) == 0
+		return st.Selected == 1 && st.Proxy("gw-10-1-1-1."+ns).State == rollout.Synced && len(st.Unreachable()) == 0
 	})
 
 	gzipWith := func(doc string) *envoyfilter.Object {

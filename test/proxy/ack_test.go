@@ -21,22 +21,17 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
-	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
 // exampleDocument is the config.yaml of deploy/examples/global-config.yaml.
 func exampleDocument(t testing.TB) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "deploy", "examples", "global-config.yaml"))
+	doc, err := harness.ExampleDocument()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal(data, &cm); err != nil {
-		t.Fatal(err)
-	}
-	return cm.Data[document.DataKey]
+	return doc
 }
 
 // everythingDocument switches on every option of every item: each item's

@@ -27,7 +27,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	networkingv1 "istio.io/api/networking/v1"
 	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	_ "github.com/globalconfig/globalconfig/items/all"
@@ -262,23 +261,11 @@ func createMesh(ctx context.Context, dir string) error {
 			return fmt.Errorf("loopback EnvoyFilter for %s: %w: %s", g.name, err, out)
 		}
 	}
-	for _, se := range []struct {
-		host       string
-		port, real int
-	}{{backendHost, backendPort, back.Addr.Port}, {zipkinHost, zipkinPort, zipkin.Addr.Port}} {
-		obj := &clientnetworkingv1.ServiceEntry{
-			ObjectMeta: metav1.ObjectMeta{Name: se.host, Namespace: ns},
-			Spec: networkingv1.ServiceEntry{
-				Hosts:      []string{se.host},
-				Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
-				Resolution: networkingv1.ServiceEntry_STATIC,
-				Ports:      []*networkingv1.ServicePort{{Number: uint32(se.port), Name: "http", Protocol: "HTTP"}},
-				Endpoints:  []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"http": uint32(se.real)}}},
-			},
-		}
-		if _, err := cluster.Istio.NetworkingV1().ServiceEntries(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create service entry %s: %w", se.host, err)
-		}
+	if err := cluster.CreateLoopbackService(ctx, backendHost, backendPort, back.Addr.Port); err != nil {
+		return fmt.Errorf("backend service entry: %w", err)
+	}
+	if err := cluster.CreateLoopbackService(ctx, zipkinHost, zipkinPort, zipkin.Addr.Port); err != nil {
+		return fmt.Errorf("zipkin service entry: %w", err)
 	}
 	vs := &clientnetworkingv1.VirtualService{
 		ObjectMeta: metav1.ObjectMeta{Name: "to-backend", Namespace: ns},
@@ -317,10 +304,5 @@ func waitServing(ctx context.Context, g *gw) error {
 
 func setup(t testing.TB) context.Context {
 	t.Helper()
-	if setupErr != nil {
-		t.Fatalf("proxy setup: %v", setupErr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	return harness.TestContext(t, "proxy", setupErr)
 }

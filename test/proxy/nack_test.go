@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"regexp"
 	"strings"
@@ -24,8 +23,6 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/cli"
-	"github.com/globalconfig/globalconfig/pkg/controller"
-	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -172,7 +169,7 @@ func TestRolloutShowsRealNACK(t *testing.T) {
 	putConfig(ctx, t, "downstream:\n  idleTimeout: 180\n")
 	ctl := startController(ctx, t, "--istiod-debug-url=http://127.0.0.1:"+port+",http://127.0.0.2:"+port, "--rollout-timeout=15s")
 	first := waitRollout(ctx, t, "both gateways take the first set", func(st *rollout.Status) bool {
-		return state(st, newName) == rollout.Synced && state(st, oldName) == rollout.Synced
+		return st.Proxy(newName).State == rollout.Synced && st.Proxy(oldName).State == rollout.Synced
 	})
 
 	user := rejectedAtLoad(t)
@@ -187,10 +184,10 @@ func TestRolloutShowsRealNACK(t *testing.T) {
 	start := time.Now()
 	putConfig(ctx, t, "downstream:\n  idleTimeout: 120\n")
 	st := waitRollout(ctx, t, "the newer Envoy ACKs, the older NACKs", func(st *rollout.Status) bool {
-		return st.Version != first.Version && state(st, newName) == rollout.Synced && state(st, oldName) == rollout.NACKed
+		return st.Version != first.Version && st.Proxy(newName).State == rollout.Synced && st.Proxy(oldName).State == rollout.NACKed
 	})
 	t.Logf("the NACK showed in the status %v after the edit", time.Since(start).Round(time.Millisecond))
-	nacked := proxyOf(st, oldName)
+	nacked := st.Proxy(oldName)
 	if !strings.Contains(nacked.Message, "cache_time_ms must not be set") || nacked.Type != "gateway" || nacked.IstioVersion != oldest.IstioVersion {
 		t.Errorf("the NACKed proxy should carry Envoy's message: %+v", nacked)
 	}
@@ -229,84 +226,27 @@ func TestRolloutShowsRealNACK(t *testing.T) {
 // putConfig creates or updates the global ConfigMap.
 func putConfig(ctx context.Context, t testing.TB, doc string) {
 	t.Helper()
-	cms := cluster.Admin.CoreV1().ConfigMaps(ns)
-	cm, err := cms.Get(ctx, "global-config", metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "global-config", Namespace: ns},
-			Data:       map[string]string{document.DataKey: doc},
-		}, metav1.CreateOptions{})
-	} else if err == nil {
-		cm.Data = map[string]string{document.DataKey: doc}
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
-	if err != nil {
+	if err := cluster.PutConfig(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // startController runs the controller until the test ends and removes
 // what it made.
-func startController(ctx context.Context, t testing.TB, args ...string) *harness.Controller {
+func startController(_ context.Context, t testing.TB, args ...string) *harness.Controller {
 	t.Helper()
-	ctl, err := cluster.StartController(controlBn, "controller-"+strings.ReplaceAll(t.Name(), "/", "-"), append([]string{"--leader-elect=false"}, args...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctl.Kill()
-		if t.Failed() {
-			t.Logf("controller log:\n%s", ctl.Log(5000))
-		}
-		bg := context.Background()
-		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(bg, "global-config", metav1.DeleteOptions{})
-		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(bg, controller.StatusName("global-config"), metav1.DeleteOptions{})
-		_ = cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).DeleteCollection(bg, metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
-	})
-	return ctl
+	return cluster.RunController(t, controlBn, args...)
 }
 
 // waitRollout waits until the status ConfigMap's rollout satisfies cond.
 func waitRollout(ctx context.Context, t *testing.T, what string, cond func(*rollout.Status) bool) *rollout.Status {
 	t.Helper()
-	var last *rollout.Status
-	var lastErr error
-	ok := harness.Eventually(ctx, rolloutBound, func() bool {
-		cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, controller.StatusName("global-config"), metav1.GetOptions{})
-		if err != nil {
-			lastErr = err
-			return false
-		}
-		text, ok := cm.Data[rollout.StatusKey]
-		if !ok {
-			lastErr = errors.New("no rollout key yet; summary: " + cm.Data[rollout.SummaryKey])
-			return false
-		}
-		st, err := rollout.Parse(text)
-		if err != nil {
-			lastErr = err
-			return false
-		}
-		last, lastErr = st, nil
-		return st.Version == cm.Data["lastAppliedHash"] && cond(st)
-	})
-	if !ok {
-		t.Fatalf("%s: not within %v (last status %+v, error %v)", what, rolloutBound, last, lastErr)
+	st, err := cluster.WaitRollout(ctx, rolloutBound, cond)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
-	return last
+	return st
 }
-
-func proxyOf(st *rollout.Status, name string) rollout.Proxy {
-	for _, p := range st.Proxies {
-		if p.Name == name {
-			return p
-		}
-	}
-	return rollout.Proxy{}
-}
-
-func state(st *rollout.Status, name string) rollout.State { return proxyOf(st, name).State }
 
 // hasEvent reports whether the global ConfigMap has a Warning Event with
 // reason whose message contains both parts.

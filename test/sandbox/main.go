@@ -258,23 +258,11 @@ func createMesh(ctx context.Context, cluster *harness.Cluster, port uint32, back
 	if out, err := cluster.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("loopback EnvoyFilter: %w: %s", err, out)
 	}
-	for _, e := range []struct {
-		host       string
-		port, real int
-	}{{"backend.sandbox", 8080, backend.Addr.Port}, {"zipkin.istio-system.svc.cluster.local", 9411, zipkin.Addr.Port}} {
-		se := &clientnetworkingv1.ServiceEntry{
-			ObjectMeta: metav1.ObjectMeta{Name: e.host, Namespace: harness.Namespace},
-			Spec: networkingv1.ServiceEntry{
-				Hosts:      []string{e.host},
-				Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
-				Resolution: networkingv1.ServiceEntry_STATIC,
-				Ports:      []*networkingv1.ServicePort{{Number: uint32(e.port), Name: "http", Protocol: "HTTP"}},
-				Endpoints:  []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"http": uint32(e.real)}}},
-			},
-		}
-		if _, err := cluster.Istio.NetworkingV1().ServiceEntries(harness.Namespace).Create(ctx, se, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create service entry %s: %w", e.host, err)
-		}
+	if err := cluster.CreateLoopbackService(ctx, "backend.sandbox", 8080, backend.Addr.Port); err != nil {
+		return fmt.Errorf("backend service entry: %w", err)
+	}
+	if err := cluster.CreateLoopbackService(ctx, "zipkin.istio-system.svc.cluster.local", 9411, zipkin.Addr.Port); err != nil {
+		return fmt.Errorf("zipkin service entry: %w", err)
 	}
 	vs := &clientnetworkingv1.VirtualService{
 		ObjectMeta: metav1.ObjectMeta{Name: "to-backend", Namespace: harness.Namespace},

@@ -1,0 +1,68 @@
+package harness
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "istio.io/api/networking/v1"
+	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/controller"
+)
+
+// TestContext fails t when the suite's setup failed (setupErr), and gives
+// it a context bounded to five minutes.
+func TestContext(t testing.TB, suite string, setupErr error) context.Context {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatalf("%s setup: %v", suite, setupErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// RunController runs the controller binary bin, without leader election,
+// until t ends; then it removes the global ConfigMap, its status and the
+// EnvoyFilters it made, and logs the controller's output if t failed.
+func (c *Cluster) RunController(t testing.TB, bin string, args ...string) *Controller {
+	t.Helper()
+	ctl, err := c.StartController(bin, "controller-"+strings.ReplaceAll(t.Name(), "/", "-"), append([]string{"--leader-elect=false"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctl.Kill()
+		if t.Failed() {
+			t.Logf("controller log:\n%s", ctl.Log(5000))
+		}
+		bg := context.Background()
+		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, ConfigMapName, metav1.DeleteOptions{})
+		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, controller.StatusName(ConfigMapName), metav1.DeleteOptions{})
+		_ = c.Istio.NetworkingV1alpha3().EnvoyFilters(Namespace).DeleteCollection(bg, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
+	})
+	return ctl
+}
+
+// CreateLoopbackService puts a server listening on 127.0.0.1:loopbackPort
+// in the mesh as host:port (HTTP), with a ServiceEntry in Namespace: the
+// outbound cluster gets the name a Service would give it.
+func (c *Cluster) CreateLoopbackService(ctx context.Context, host string, port uint32, loopbackPort int) error {
+	se := &clientnetworkingv1.ServiceEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: host, Namespace: Namespace},
+		Spec: networkingv1.ServiceEntry{
+			Hosts:      []string{host},
+			Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
+			Resolution: networkingv1.ServiceEntry_STATIC,
+			Ports:      []*networkingv1.ServicePort{{Number: port, Name: "http", Protocol: "HTTP"}},
+			Endpoints:  []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"http": uint32(loopbackPort)}}},
+		},
+	}
+	_, err := c.Istio.NetworkingV1().ServiceEntries(Namespace).Create(ctx, se, metav1.CreateOptions{})
+	return err
+}
