@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions/networking/v1alpha3"
 	istiolisters "istio.io/client-go/pkg/listers/networking/v1alpha3"
@@ -80,12 +81,16 @@ type Controller struct {
 	envoyFilters istiolisters.EnvoyFilterLister
 	// written is the EnvoyFilter cache overlaid with the objects our own
 	// applies returned, newer by resourceVersion: a sync that runs before
-	// the informer shows our write does not write again. A create is not
-	// remembered (the informer can't tell "not seen yet" from "deleted
-	// since"), so a create may be applied twice; server-side apply makes
-	// that harmless.
+	// the informer shows our write does not write again.
 	written cache.MutationCache
-	synced  []cache.InformerSynced
+	// created are the objects our applies created, by key, until the
+	// informer shows them. The cache alone can't tell "not seen yet" from
+	// "deleted since"; the informer's resourceVersion can: an object
+	// missing from a cache that has seen everything up to the create's
+	// resourceVersion was deleted since, and is created again.
+	created  map[string]*clientnetworking.EnvoyFilter
+	cacheRev func() string
+	synced   []cache.InformerSynced
 
 	// queue is the work queue of the current leadership term; nil while
 	// not leading, so followers' informers only keep their caches warm.
@@ -110,6 +115,8 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 		envoyFilters: envoyFilters.Lister(),
 		written: cache.NewIntegerResourceVersionMutationCache(klog.Background(),
 			envoyFilters.Informer().GetStore(), nil, writeMemory, false),
+		created:  map[string]*clientnetworking.EnvoyFilter{},
+		cacheRev: envoyFilters.Informer().LastSyncResourceVersion,
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.Enqueue() },

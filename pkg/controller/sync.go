@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
@@ -182,6 +183,17 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 			l = obj.(*clientnetworking.EnvoyFilter)
 		}
 		live[key] = l
+		delete(c.created, key)
+	}
+	for key, obj := range c.created {
+		if _, ok := live[key]; ok {
+			continue
+		}
+		if olderThan(c.cacheRev(), obj.ResourceVersion) {
+			live[key] = obj // created by us; the cache hasn't seen it yet
+		} else {
+			delete(c.created, key) // seen, and deleted since
+		}
 	}
 	var writes []string
 	for _, w := range plan.Writes(desired, live) {
@@ -200,6 +212,8 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 			c.metrics.APIWrites.WithLabelValues("apply", "envoyfilters").Inc()
 			if w.Action == plan.Update {
 				c.written.Mutation(applied)
+			} else {
+				c.created[w.Key] = applied
 			}
 		case plan.Delete:
 			uid := w.Live.UID
@@ -214,8 +228,21 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 				return writes, fmt.Errorf("delete envoyfilter %s: %w", w.Key, err)
 			}
 			c.metrics.APIWrites.WithLabelValues("delete", "envoyfilters").Inc()
+			delete(c.created, w.Key)
 		}
 		writes = append(writes, w.Action.Past()+" "+w.Key)
 	}
 	return writes, nil
+}
+
+// olderThan reports whether the cache's resourceVersion cache is older than
+// rv. Kubernetes resourceVersions are opaque, but the API server's are
+// etcd revisions, integers that grow with every write (the mutation cache
+// relies on the same); when either does not parse, the cache is taken as
+// not older, and a create may then be applied twice (harmless under
+// server-side apply).
+func olderThan(cache, rv string) bool {
+	c, err1 := strconv.ParseUint(cache, 10, 64)
+	r, err2 := strconv.ParseUint(rv, 10, 64)
+	return err1 == nil && err2 == nil && c < r
 }

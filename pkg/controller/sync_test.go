@@ -496,3 +496,16 @@ func TestSyncReportOnly(t *testing.T) {
 		t.Errorf("status %v", s)
 	}
 }
+
+// A create the cache hasn't seen is kept only while the cache is older
+// than it; resourceVersions that don't parse make no claim.
+func TestOlderThan(t *testing.T) {
+	for _, c := range []struct {
+		cache, rv string
+		want      bool
+	}{{"100", "101", true}, {"101", "101", false}, {"102", "101", false}, {"", "101", false}, {"100", "x", false}} {
+		if got := olderThan(c.cache, c.rv); got != c.want {
+			t.Errorf("olderThan(%q, %q) = %v", c.cache, c.rv, got)
+		}
+	}
+}
