@@ -108,11 +108,18 @@ func (c *Cluster) StartIstiodWith(ctx context.Context, o IstiodOptions) (*Istiod
 func UpstreamEnvoyIstiod(name string) IstiodOptions {
 	return IstiodOptions{
 		Name: name,
-		// No metrics provider: istio.stats comes with the Prometheus
-		// provider, a default one.
+		// No default metrics provider: istio.stats comes with the
+		// Prometheus provider. pilot's built-in mesh config has none (Istio's
+		// Helm chart sets prometheus); this says so in the file too. A
+		// Telemetry resource naming prometheus would still add it.
 		MeshConfig: "defaultProviders:\n  metrics: []\n",
 		Env: []string{
+			// istio.metadata_exchange: the HTTP filter of every gateway
+			// HCM, the upstream filter of every outbound cluster, the
+			// network filter of ISTIO_MUTUAL servers and sidecar inbound
+			// chains (pilot/pkg/features/telemetry.go).
 			"PILOT_ENABLE_METADATA_EXCHANGE=false",
+			// istio.alpn: every HCM but sidecar inbound (features/pilot.go).
 			"PILOT_ENABLE_ALPN_FILTER=false",
 		},
 	}
