@@ -109,9 +109,18 @@ func init() {
 	})
 }
 
+// Ranges implements items.Ranger: a rewritten status is in Envoy's range.
+func (*CustomErrors) Ranges() []items.Range {
+	return []items.Range{
+		{Path: "localReplies[].rewriteStatus", Min: MinRewriteStatus, Max: MaxRewriteStatus},
+		{Path: "upstream[].rewriteStatus", Min: MinRewriteStatus, Max: MaxRewriteStatus},
+	}
+}
+
 // Validate implements items.Item.
 func (c *CustomErrors) Validate() error {
 	var p items.Problems
+	items.CheckRanges(&p, c)
 	local := checkList(&p, "localReplies", c.LocalReplies)
 	upstream := checkList(&p, "upstream", c.Upstream)
 
@@ -165,9 +174,6 @@ func checkList(p *items.Problems, name string, pages []Page) map[uint32]string {
 			default:
 				where[s] = at
 			}
-		}
-		if v := e.RewriteStatus; v != nil && (*v < MinRewriteStatus || *v > MaxRewriteStatus) {
-			p.Addf(at+".rewriteStatus", "must be between %d and %d (Envoy's range), got %d", MinRewriteStatus, MaxRewriteStatus, *v)
 		}
 		e.check(p, at)
 	}

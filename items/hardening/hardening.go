@@ -74,6 +74,11 @@ func init() {
 	})
 }
 
+// Ranges implements items.Ranger: both counts need at least one.
+func (*Hardening) Ranges() []items.Range {
+	return []items.Range{items.AtLeast("maxRequestsPerConnection", 1), items.AtLeast("maxConnections", 1)}
+}
+
 // Validate implements items.Item.
 func (h *Hardening) Validate() error {
 	var p items.Problems
@@ -85,12 +90,7 @@ func (h *Hardening) Validate() error {
 	if h.MergeSlashes != nil && !*h.MergeSlashes {
 		p.Addf("mergeSlashes", "only true can be set by an EnvoyFilter; false is Envoy's default (and Istio's unless MeshConfig pathNormalization says MERGE_SLASHES)")
 	}
-	if v := h.MaxRequestsPerConnection; v != nil && *v < 1 {
-		p.Addf("maxRequestsPerConnection", "must be at least 1, got %d", *v)
-	}
-	if v := h.MaxConnections; v != nil && *v < 1 {
-		p.Addf("maxConnections", "must be at least 1, got %d", *v)
-	}
+	items.CheckRanges(&p, h)
 	if h.ConnectionLimitDelay != nil && h.MaxConnections == nil {
 		p.Addf("connectionLimitDelay", "only applies with maxConnections")
 	}

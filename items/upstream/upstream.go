@@ -39,15 +39,18 @@ func init() {
 	})
 }
 
+// Ranges implements items.Ranger.
+func (*Upstream) Ranges() []items.Range {
+	return []items.Range{items.AtLeast("maxRequestsPerConnection", 1)}
+}
+
 // Validate implements items.Item.
 func (u *Upstream) Validate() error {
 	var p items.Problems
 	if u.ConnectTimeout != nil && u.ConnectTimeout.Duration <= 0 {
 		p.Addf("connectTimeout", "must be greater than 0")
 	}
-	if v := u.MaxRequestsPerConnection; v != nil && *v < 1 {
-		p.Addf("maxRequestsPerConnection", "must be at least 1, got %d", *v)
-	}
+	items.CheckRanges(&p, u)
 	items.RequireSomething(&p, u)
 	return p.Err()
 }

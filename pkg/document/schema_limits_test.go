@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -146,7 +147,9 @@ var valueCases = []limitsCase{
 // others.
 func TestSchemaAndValidateAgreeOnLimits(t *testing.T) {
 	schema := compileSchema(t)
-	base := exampleDocument(t)
+	// Every option of every item is set, so that every Range's key, list
+	// elements included, has a value to replace.
+	base := everythingDocument(t)
 	// An invalid value must be refused at its key: Envoy's own rules,
 	// which rendering checks, refuse some values too, but at the patch
 	// and after the fact.
@@ -162,14 +165,16 @@ func TestSchemaAndValidateAgreeOnLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		schemaErr := schema.Validate(jsonValue(t, tree))
-		if ok != valid || (!valid && !strings.Contains(problems, path)) {
+		// setPath sets a list's first element.
+		at := strings.ReplaceAll(path, "[]", "[0]")
+		if ok != valid || (!valid && !strings.Contains(problems, at)) {
 			t.Errorf("validate: valid=%v, want %v with a problem at %s\n%s", ok, valid, path, problems)
 		}
 		if (schemaErr == nil) != valid {
 			t.Errorf("schema: %v, want valid=%v", schemaErr, valid)
 		}
 	}
-	t.Run("example", func(t *testing.T) { check(t, base, "", true) })
+	t.Run("everything", func(t *testing.T) { check(t, base, "", true) })
 	for _, c := range append(rangeCases(t), valueCases...) {
 		value, _ := yaml.Marshal(c.value)
 		t.Run(fmt.Sprintf("%s=%s", c.path, strings.TrimSpace(string(value))), func(t *testing.T) {
@@ -326,6 +331,33 @@ func exampleDocument(t *testing.T) *yaml.Node {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &doc); err != nil || doc.Kind != yaml.DocumentNode {
 		t.Fatalf("the example's config.yaml: %v", err)
+	}
+	return &doc
+}
+
+// everythingDocument is each item's testdata/all.in.yaml (every option
+// set), or its example.in.yaml when it has none, in one document.
+func everythingDocument(t *testing.T) *yaml.Node {
+	t.Helper()
+	examples, err := filepath.Glob(filepath.Join("..", "..", "items", "*", "testdata", "example.in.yaml"))
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no items/*/testdata/example.in.yaml: %v", err)
+	}
+	var b strings.Builder
+	for _, ex := range examples {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(ex), "all.in.yaml"))
+		if os.IsNotExist(err) {
+			data, err = os.ReadFile(ex)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(b.String()), &doc); err != nil || doc.Kind != yaml.DocumentNode {
+		t.Fatalf("the everything document: %v", err)
 	}
 	return &doc
 }
