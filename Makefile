@@ -59,7 +59,7 @@ COMPAT_VERSIONS    := v1.32.3 v1.32.4 v1.35.0 v1.36.0 v1.37.0 v1.38.0 v1.39.0 v1
 COMPAT_DIR         := $(TOOLS_DIR)/compat
 export GLOBALCONFIG_COMPAT_DIR = $(COMPAT_DIR)
 
-.PHONY: all build test vet run bench fuzz golden clean tools kube-tools compat-tools compat envoy-tools envoy-path
+.PHONY: all build test vet run bench fuzz golden docs clean tools kube-tools compat-tools compat envoy-tools envoy-path
 
 all: build
 
@@ -95,11 +95,18 @@ fuzz:
 	$(GO) test ./pkg/document -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 # Rewrite golden outputs after an intended change; review the diff.
-# It also composes deploy/examples/global-config.yaml and the README's
+# It also composes deploy/examples/global-config.yaml and docs/reference.md's
 # copy from every item's testdata/example.in.yaml.
 golden:
 	$(GO) test $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./items/... | grep -v -e '/items$$' -e '/items/internal/') -update
 	$(GO) test ./internal/example -update
+
+# Rewrite the generated parts of docs/ from the code: the example's copy in
+# docs/reference.md, the version tables of docs/versions.md and the key
+# table of docs/migrating-from-ingress-nginx.md. The tests that own them
+# fail while they are stale, so a clean tree stays clean here.
+docs:
+	$(GO) test -count=1 ./internal/example ./pkg/cli ./pkg/convert/nginx -update
 
 clean:
 	rm -rf $(BIN)

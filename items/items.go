@@ -184,7 +184,7 @@ type TargetChecker interface {
 // releases it fails for.
 //
 // An item with a Versioned field declares it in Registration.Needs, so
-// `globalconfig items` and the README can show it; `make compat` checks
+// `globalconfig items` and docs/versions.md can show it; `make compat` checks
 // that what BuildFor emits for each release decodes with that release's
 // Envoy API.
 type Versioned interface {

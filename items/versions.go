@@ -9,7 +9,7 @@ import (
 
 // Support says which Istio releases understand what the item generates:
 // the first line for the item, then one line per Need. `globalconfig
-// items` prints it and the README's compatibility table is made from it.
+// items` prints it and docs/versions.md's compatibility table is made from it.
 func (r Registration) Support() []string {
 	lines := []string{fmt.Sprintf("Istio %s and newer", envoyfilter.Releases[0].Istio)}
 	for _, n := range r.Needs {
@@ -31,7 +31,7 @@ func Since(envoy envoyfilter.Version) string {
 	return fmt.Sprintf("Envoy %s, in no Istio release globalconfig knows yet (newest: %s)", envoy, envoyfilter.Newest().Istio)
 }
 
-// CompatibilityTable is the README's table of which Istio releases
+// CompatibilityTable is docs/versions.md's table of which Istio releases
 // understand each item, in Markdown.
 func CompatibilityTable() string {
 	var b strings.Builder

@@ -13,11 +13,11 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/manager"
 )
 
-var update = flag.Bool("update", false, "rewrite the example and the README's copy")
+var update = flag.Bool("update", false, "rewrite the example and docs/reference.md's copy")
 
 const root = "../.."
 
-// The committed example and the README's copy are what the items' parts
+// The committed example and docs/reference.md's copy are what the items' parts
 // compose; `make golden` rewrites them.
 func TestExampleIsComposedFromTheItems(t *testing.T) {
 	want, err := example.Compose(root)
@@ -25,7 +25,7 @@ func TestExampleIsComposedFromTheItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(root, example.File)
-	readmeFile := filepath.Join(root, "README.md")
+	readmeFile := filepath.Join(root, "docs", "reference.md")
 	readme, err := os.ReadFile(readmeFile)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestExampleIsComposedFromTheItems(t *testing.T) {
 		t.Errorf("%s is not what the items' example.in.yaml compose; run make golden", example.File)
 	}
 	if !bytes.Equal(readme, wantReadme) && !*update {
-		t.Error("README.md's example is not the composed example; run make golden")
+		t.Error("docs/reference.md's example is not the composed example; run make golden")
 	}
 	// The example is valid and uses every item.
 	doc, err := document.ParseFile(got)

@@ -111,7 +111,7 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 
 // CheckTarget implements items.TargetChecker. PROXY protocol on a
 // sidecar's listeners would break mesh traffic; header-based detection on a
-// gateway is refused by Envoy (see the README).
+// gateway is refused by Envoy (see docs/reference.md).
 func (c *ClientIP) CheckTarget(t envoyfilter.Target) error {
 	var p items.Problems
 	if c.ProxyProtocol && t.Context != envoyfilter.ContextGateway {

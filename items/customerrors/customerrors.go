@@ -81,7 +81,7 @@ const (
 type CustomErrors struct {
 	items.Toggle
 	LocalReplies []Page `json:"localReplies" doc:"Bodies for Envoy's own replies by status (no route 404, no healthy upstream 503, 408/504 timeouts, 413, 429, …), through the HTTP connection manager's local_reply_config. The first entry listing a status wins."`
-	Upstream     []Page `json:"upstream" doc:"Responses replaced by status, whoever made them: a service's, and Envoy's own made while handling the request, through the envoy.filters.http.custom_response filter. Not built into istio-proxy: see the README."`
+	Upstream     []Page `json:"upstream" doc:"Responses replaced by status, whoever made them: a service's, and Envoy's own made while handling the request, through the envoy.filters.http.custom_response filter. Not built into istio-proxy: see docs/reference.md."`
 }
 
 // Page is one replacement: the statuses it applies to and what is sent

@@ -260,20 +260,20 @@ func TestValidateHigress(t *testing.T) {
 	}
 }
 
-// The README converts docs/examples/higress-config.yaml; it converts, and
-// the report counts what the README says.
+// docs/migrating-from-higress.md converts docs/examples/higress-config.yaml;
+// it converts, and the report counts what that page says.
 func TestReadmeHigressExampleConverts(t *testing.T) {
 	code, out, errs := run(t, "", "convert", "--from", "higress", "-f", "../../docs/examples/higress-config.yaml")
 	if code != cli.ExitOK || !strings.Contains(out, "higress: higress-system-higress-gateway") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/migrating-from-higress.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Count(strings.TrimSpace(errs), "\n") + 1
 	if !strings.Contains(string(readme), fmt.Sprintf("among its %d lines", lines)) {
-		t.Errorf("the README's report excerpt does not say %d lines; rerun the conversion and update it", lines)
+		t.Errorf("docs/migrating-from-higress.md's report excerpt does not say %d lines; rerun the conversion and update it", lines)
 	}
 }
 

@@ -12,9 +12,9 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/cli"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's generated tables")
+var update = flag.Bool("update", false, "rewrite docs/versions.md's generated tables")
 
-// releasesTable is the README's table of Istio releases and their Envoy.
+// releasesTable is docs/versions.md's table of Istio releases and their Envoy.
 func releasesTable() string {
 	var b strings.Builder
 	b.WriteString("| Istio | Envoy | checked with go-control-plane/envoy |\n|---|---|---|\n")
@@ -32,10 +32,10 @@ func releasesTable() string {
 	return b.String()
 }
 
-// The README's version tables are generated from envoyfilter.Releases and
+// docs/versions.md's version tables are generated from envoyfilter.Releases and
 // the items' registrations: go test ./pkg/cli -update rewrites them.
 func TestReadmeVersionTables(t *testing.T) {
-	const path = "../../README.md"
+	const path = "../../docs/versions.md"
 	readme, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestReadmeVersionTables(t *testing.T) {
 		begin, end := "<!-- "+tbl.marker+": begin -->\n", "<!-- "+tbl.marker+": end -->"
 		i, j := strings.Index(got, begin), strings.Index(got, end)
 		if i < 0 || j < i {
-			t.Fatalf("README.md lacks the %q markers", tbl.marker)
+			t.Fatalf("docs/versions.md lacks the %q markers", tbl.marker)
 		}
 		got = got[:i+len(begin)] + tbl.body + got[j:]
 	}
@@ -61,7 +61,7 @@ func TestReadmeVersionTables(t *testing.T) {
 		}
 		return
 	}
-	t.Error("README.md's version tables are stale; run go test ./pkg/cli -update")
+	t.Error("docs/versions.md's version tables are stale; run go test ./pkg/cli -update")
 }
 
 // `globalconfig items` says which Istio releases understand each item, and

@@ -15,7 +15,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/convert/nginx"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files and the README's key table")
+var update = flag.Bool("update", false, "rewrite the golden files and docs/migrating-from-ingress-nginx.md's key table")
 
 // keyCase is one key's conversion: the ConfigMap holds key: value (and
 // with), and the key must get verdict; want maps document paths to the
@@ -27,7 +27,7 @@ type keyCase struct {
 	hops       int      // --trusted-hops, when more than 0 (-1: 0)
 	verdict    nginx.Verdict
 	want       []string // path=value
-	note       string   // the README's note, on the first case of a key
+	note       string   // the key table's note, on the first case of a key
 }
 
 const (
@@ -255,19 +255,19 @@ func lookup(doc map[string]any, path string) (any, bool) {
 	return v, true
 }
 
-// The README's table of keys is made from keyCases, so every key it
+// docs/migrating-from-ingress-nginx.md's table of keys is made from keyCases, so every key it
 // lists has a test of its verdict and document keys; go test -update
 // rewrites it.
 func TestReadmeKeyTable(t *testing.T) {
 	const begin, end = "<!-- ingress-nginx keys: begin -->\n", "<!-- ingress-nginx keys: end -->\n"
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../../../docs/migrating-from-ingress-nginx.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	before, rest, ok1 := strings.Cut(string(readme), begin)
 	_, after, ok2 := strings.Cut(rest, end)
 	if !ok1 || !ok2 {
-		t.Fatalf("README.md has no %q … %q section", begin, end)
+		t.Fatalf("docs/migrating-from-ingress-nginx.md has no %q … %q section", begin, end)
 	}
 	var b strings.Builder
 	b.WriteString("| key | verdict | document key | notes |\n|:--|:--|:--|:--|\n")
@@ -287,13 +287,13 @@ func TestReadmeKeyTable(t *testing.T) {
 	}
 	want := before + begin + b.String() + end + after
 	if *update {
-		if err := os.WriteFile("../../../README.md", []byte(want), 0o644); err != nil {
+		if err := os.WriteFile("../../../docs/migrating-from-ingress-nginx.md", []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	if want != string(readme) {
-		t.Error("README.md's ingress-nginx key table differs from keyCases; run go test ./pkg/convert/nginx -update")
+		t.Error("docs/migrating-from-ingress-nginx.md's key table differs from keyCases; run go test ./pkg/convert/nginx -update")
 	}
 }
 
