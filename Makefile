@@ -99,14 +99,14 @@ fuzz:
 # copy from every item's testdata/example.in.yaml.
 golden:
 	$(GO) test $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./items/... | grep -v -e '/items$$' -e '/items/internal/') -update
-	$(GO) test ./internal/example -update
+	$(GO) test ./test/example -update
 
 # Rewrite the generated parts of docs/ from the code: the example's copy in
 # docs/reference.md, the version tables of docs/versions.md and the key
 # table of docs/migrating-from-ingress-nginx.md. The tests that own them
 # fail while they are stale, so a clean tree stays clean here.
 docs:
-	$(GO) test -count=1 ./internal/example ./pkg/cli ./pkg/convert/nginx -update
+	$(GO) test -count=1 ./test/example ./pkg/cli ./pkg/convert/nginx -update
 
 clean:
 	rm -rf $(BIN)

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/globalconfig/globalconfig/internal/goldentest"
 	"github.com/globalconfig/globalconfig/items/ipaccess"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/test/goldentest"
 )
 
 func TestGolden(t *testing.T) { goldentest.Run(t, "testdata") }
@@ -43,7 +43,7 @@ func TestMaxRangesFitsOneObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manager.Desired(doc)
+	objs, err := render.Desired(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

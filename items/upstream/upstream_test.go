@@ -3,7 +3,7 @@ package upstream_test
 import (
 	"testing"
 
-	"github.com/globalconfig/globalconfig/internal/goldentest"
+	"github.com/globalconfig/globalconfig/test/goldentest"
 )
 
 func TestGolden(t *testing.T) { goldentest.Run(t, "testdata") }

@@ -19,7 +19,7 @@ import (
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // Exit codes, as the README documents them.
@@ -103,7 +103,7 @@ func Main(args []string, env Env) int {
 	}
 	switch args[0] {
 	case "render":
-		return render(args[1:], env)
+		return renderCmd(args[1:], env)
 	case "validate":
 		return validate(args[1:], env)
 	case "convert":
@@ -180,7 +180,7 @@ func load(file string, fleet []envoyfilter.Version, env Env) (*document.Document
 	doc, err := document.NewParserFor(fleet).ParseFile(data)
 	if err == nil {
 		var objs []*envoyfilter.Object
-		if objs, err = manager.Desired(doc); err == nil {
+		if objs, err = render.Desired(doc); err == nil {
 			return doc, objs, ExitOK
 		}
 	}
@@ -245,7 +245,7 @@ func docArgs(name string, args []string, env Env, more func(*flag.FlagSet)) (str
 	return *file, fleet, ExitOK
 }
 
-func render(args []string, env Env) int {
+func renderCmd(args []string, env Env) int {
 	var envoyPath *string
 	file, fleet, code := docArgs("render", args, env, func(fs *flag.FlagSet) { envoyPath = envoyFlag(fs) })
 	if code != ExitOK {
@@ -261,7 +261,7 @@ func render(args []string, env Env) int {
 			return code
 		}
 	}
-	out, err := manager.YAML(objs)
+	out, err := render.YAML(objs)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "globalconfig render: %v\n", err)
 		return ExitInvalid

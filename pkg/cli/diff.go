@@ -20,8 +20,8 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/app"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
 	"github.com/globalconfig/globalconfig/pkg/plan"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // Clients returns the API clients for a kubeconfig ("" for the default
@@ -143,20 +143,20 @@ func diffCommand(args []string, env Env) int {
 	doc, err := document.NewParserFor(fleet).ParseFile(data)
 	var desired []*envoyfilter.Object
 	if err == nil {
-		desired, err = manager.Desired(doc)
+		desired, err = render.Desired(doc)
 	}
 	if err != nil {
 		printProblems(file, err, env.Stderr)
 		return ExitDiffInvalid
 	}
 	printWarnings(file, doc.Warnings(), env.Stderr)
-	after := manager.SectionKeys(doc)
+	after := render.SectionKeys(doc)
 	if fleet != nil {
 		// The item diff is the controller's, which renders what the
 		// targets declare: --istio-versions changes the EnvoyFilters
 		// only.
 		if plain, err := document.ParseFile(data); err == nil {
-			after = manager.SectionKeys(plain)
+			after = render.SectionKeys(plain)
 		}
 	}
 
@@ -204,10 +204,10 @@ func diffCommand(args []string, env Env) int {
 }
 
 // liveKeys are the section keys of the live ConfigMap's document, as the
-// webhook reads the old object (manager.KeysOf); nil, with a note on
+// webhook reads the old object (render.KeysOf); nil, with a note on
 // stderr, when it has none or an invalid one.
 func liveKeys(cm *corev1.ConfigMap, key string, env Env) map[string]string {
-	keys, ok := manager.KeysOf(cm.Data)
+	keys, ok := render.KeysOf(cm.Data)
 	switch {
 	case ok:
 		return keys

@@ -24,8 +24,8 @@ import (
 
 	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
 	"github.com/globalconfig/globalconfig/pkg/plan"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 const liveDoc = `
@@ -57,7 +57,7 @@ func newCluster(t *testing.T, doc string) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs, err := manager.Desired(d)
+		objs, err := render.Desired(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,14 +148,14 @@ func TestDiffRemovedItem(t *testing.T) {
 }
 
 // The item line is the words of the controller's Applied Event and of the
-// webhook's warning for the same edit: manager.Compare of the section keys.
+// webhook's warning for the same edit: render.Compare of the section keys.
 func TestDiffItemLineIsTheEventsWords(t *testing.T) {
 	c := newCluster(t, liveDoc)
 	next := "brotli: {}\ngzip:\n  chunkSize: 16384\n"
 	_, out, _ := runIn(t, c, "diff", "-f", writeFile(t, "next.yaml", next))
-	before, _ := manager.KeysOf(map[string]string{document.DataKey: liveDoc})
-	after, _ := manager.KeysOf(map[string]string{document.DataKey: next})
-	want := manager.Compare(before, after).String()
+	before, _ := render.KeysOf(map[string]string{document.DataKey: liveDoc})
+	after, _ := render.KeysOf(map[string]string{document.DataKey: next})
+	want := render.Compare(before, after).String()
 	if line, _, _ := strings.Cut(out, "\n"); line != want || want != "added brotli; changed gzip; removed zstd" {
 		t.Errorf("item line %q, want %q", line, want)
 	}

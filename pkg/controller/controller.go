@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
 
@@ -75,7 +75,7 @@ type Controller struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	recorder record.EventRecorder
-	manager  *manager.Manager
+	renderer *render.Renderer
 
 	configMaps   corelisters.ConfigMapLister
 	envoyFilters istiolisters.EnvoyFilterLister
@@ -110,7 +110,7 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 	recorder record.EventRecorder, metrics *Metrics, log *slog.Logger) *Controller {
 	c := &Controller{
 		cfg: cfg, kube: kube, istio: istio, log: log, metrics: metrics, recorder: recorder,
-		manager:      manager.New(),
+		renderer:     render.New(),
 		configMaps:   configMaps.Lister(),
 		envoyFilters: envoyFilters.Lister(),
 		written: cache.NewIntegerResourceVersionMutationCache(klog.Background(),

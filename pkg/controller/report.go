@@ -13,7 +13,7 @@ import (
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // report tells what a sync did: metrics, Events on the ConfigMap and the
@@ -63,11 +63,11 @@ func (c *Controller) statusOf(d decision) map[string]string {
 	status := maps.Clone(c.st.status)
 	status["state"] = "Applied"
 	status["errors"] = ""
-	status["warnings"] = manager.Describe(d.warnings, "\n")
+	status["warnings"] = render.Describe(d.warnings, "\n")
 	delete(status, "message")
 	if d.problems != nil {
 		status["state"] = "Invalid"
-		status["errors"] = manager.Describe(d.problems, "\n")
+		status["errors"] = render.Describe(d.problems, "\n")
 		status["message"] = "the document was rejected; the last good EnvoyFilters are kept"
 	}
 	if a := c.st.applied; a != nil {
@@ -75,7 +75,7 @@ func (c *Controller) statusOf(d decision) map[string]string {
 		for _, o := range a.desired {
 			names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
 		}
-		if hash := manager.SetHash(a.desired); status["lastAppliedHash"] != hash {
+		if hash := render.SetHash(a.desired); status["lastAppliedHash"] != hash {
 			now := time.Now()
 			status["lastAppliedHash"] = hash
 			status["lastAppliedTime"] = now.UTC().Format(time.RFC3339)
@@ -97,7 +97,7 @@ func (c *Controller) statusOf(d decision) map[string]string {
 // warnInvalid records a Warning Event with every problem, once per
 // distinct list.
 func (c *Controller) warnInvalid(cm *corev1.ConfigMap, d decision) {
-	text := manager.Describe(d.problems, "; ")
+	text := render.Describe(d.problems, "; ")
 	c.log.Warn("document rejected; keeping the last good EnvoyFilters", "problems", len(d.problems), "first", d.problems[0].Error())
 	if text == c.st.warned {
 		return
@@ -113,7 +113,7 @@ func (c *Controller) event(cm *corev1.ConfigMap, eventType, reason, format strin
 	c.metrics.APIWrites.WithLabelValues("create", "events").Inc()
 }
 
-func (c *Controller) scrub(msg string) string { return manager.Scrub(msg, c.st.secrets) }
+func (c *Controller) scrub(msg string) string { return render.Scrub(msg, c.st.secrets) }
 
 // readStatus loads the status ConfigMap once per term, so a restart that
 // finds the same state writes nothing.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
-	"github.com/globalconfig/globalconfig/pkg/manager"
 	"github.com/globalconfig/globalconfig/pkg/plan"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // state is what the worker remembers between syncs of one term.
@@ -59,15 +59,15 @@ type decision struct {
 	// the last valid document's set (or nil: leave everything alone).
 	problems []*fielderr.Error
 	// diff is the change from the last applied document.
-	diff manager.Diff
+	diff render.Diff
 	// warnings are what the items say about the valid document.
 	warnings []*fielderr.Error
 }
 
 // decide turns the ConfigMap into the desired set, given the last applied
 // decision (nil when none). It writes nothing; its only memory is the
-// manager's cache of built items, which changes no result.
-func decide(m *manager.Manager, cm *corev1.ConfigMap, applied *decision) (decision, []string) {
+// renderer's cache of built items, which changes no result.
+func decide(m *render.Renderer, cm *corev1.ConfigMap, applied *decision) (decision, []string) {
 	res := m.FromConfigMap(cm.Data)
 	var before map[string]string
 	if applied != nil {
@@ -80,7 +80,7 @@ func decide(m *manager.Manager, cm *corev1.ConfigMap, applied *decision) (decisi
 		}
 		return d, res.Secrets
 	}
-	return decision{desired: res.Objects, keys: res.Keys, diff: manager.Compare(before, res.Keys), warnings: res.Warnings}, res.Secrets
+	return decision{desired: res.Objects, keys: res.Keys, diff: render.Compare(before, res.Keys), warnings: res.Warnings}, res.Secrets
 }
 
 // Sync reads the ConfigMap, decides the desired EnvoyFilters, converges
@@ -107,7 +107,7 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 		return fmt.Errorf("read configmap: %w", err)
 	}
 
-	d, secrets := decide(c.manager, cm, c.st.applied)
+	d, secrets := decide(c.renderer, cm, c.st.applied)
 	if d.problems == nil {
 		c.st.secrets = secrets
 	} else {

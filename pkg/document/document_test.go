@@ -14,7 +14,7 @@ import (
 	"github.com/globalconfig/globalconfig/items/headers"
 	"github.com/globalconfig/globalconfig/items/tracing"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // problems parses src and returns its problems as "line: path: msg".
@@ -347,7 +347,7 @@ func FuzzParse(f *testing.F) {
 		}
 		if doc != nil {
 			// A valid document must render, or fail with problems; never panic.
-			if _, err := manager.Desired(doc); err != nil && !errors.As(err, &de) {
+			if _, err := render.Desired(doc); err != nil && !errors.As(err, &de) {
 				t.Fatalf("render error is not a *document.Error: %v", err)
 			}
 		}

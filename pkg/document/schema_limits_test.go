@@ -19,7 +19,7 @@ import (
 	"github.com/globalconfig/globalconfig/items"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // The JSON Schema carries the limits validation enforces, from the same
@@ -37,7 +37,7 @@ const example = "../../deploy/examples/global-config.yaml"
 func validate(src []byte) (ok bool, problems string) {
 	doc, err := document.NewParserFor(nil).ParseFile(src)
 	if err == nil {
-		_, err = manager.Desired(doc)
+		_, err = render.Desired(doc)
 	}
 	if err != nil {
 		return false, err.Error()

@@ -11,7 +11,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // Publisher keeps a Server's set equal to the global ConfigMap's document.
@@ -26,9 +26,9 @@ type Publisher struct {
 	PruneOnDelete   bool
 	Log             *slog.Logger
 
-	manager *manager.Manager
-	metrics *Metrics
-	signal  chan struct{}
+	renderer *render.Renderer
+	metrics  *Metrics
+	signal   chan struct{}
 
 	mu      sync.Mutex
 	secrets []string
@@ -69,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // NewPublisher returns a publisher; give its Observer to the Server and
 // call Changed from the ConfigMap informer's handlers.
 func NewPublisher(metrics *Metrics) *Publisher {
-	return &Publisher{manager: manager.New(), metrics: metrics, signal: make(chan struct{}, 1)}
+	return &Publisher{renderer: render.New(), metrics: metrics, signal: make(chan struct{}, 1)}
 }
 
 // Changed asks for the ConfigMap to be read and published again.
@@ -105,7 +105,7 @@ func (p *Publisher) publishOnce() {
 	case err != nil:
 		p.Log.Error("mcp: read configmap", "err", err)
 	default:
-		res := p.manager.FromConfigMap(cm.Data)
+		res := p.renderer.FromConfigMap(cm.Data)
 		p.mu.Lock()
 		p.secrets = res.Secrets
 		p.mu.Unlock()
@@ -117,7 +117,7 @@ func (p *Publisher) publishOnce() {
 }
 
 func (p *Publisher) publish(objs []*envoyfilter.Object) {
-	hash := manager.SetHash(objs)
+	hash := render.SetHash(objs)
 	if err := p.Server.Publish(hash, objs); err != nil {
 		p.Log.Error("mcp: publish", "err", err)
 		return
@@ -157,7 +157,7 @@ func (o observer) Nacked(typeURL, version, message string) {
 	o.p.metrics.Responses.WithLabelValues(typeURL, "nack").Inc()
 	o.p.mu.Lock()
 	// istiod's message may quote the configuration.
-	message = manager.Scrub(message, o.p.secrets)
+	message = render.Scrub(message, o.p.secrets)
 	o.p.nack = fmt.Sprintf("%s version %s: %s", typeURL, version, message)
 	o.p.mu.Unlock()
 	o.p.Log.Warn("istiod rejected a push (NACK)", "type", typeURL, "version", version, "error", message)

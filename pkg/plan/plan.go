@@ -16,7 +16,7 @@ import (
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // Action is what happens to one managed EnvoyFilter.
@@ -60,7 +60,7 @@ func Equal(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
 }
 
 // Items is the item diff: which items the change adds, changes or
-// removes (manager.Diff without the unchanged ones).
+// removes (render.Diff without the unchanged ones).
 type Items struct {
 	Added   []string `json:"added"`
 	Changed []string `json:"changed"`
@@ -68,7 +68,7 @@ type Items struct {
 }
 
 // ItemsOf is the item part of d; its lists are never nil.
-func ItemsOf(d manager.Diff) Items {
+func ItemsOf(d render.Diff) Items {
 	nonNil := func(s []string) []string {
 		if s == nil {
 			return []string{}
@@ -78,23 +78,23 @@ func ItemsOf(d manager.Diff) Items {
 	return Items{Added: nonNil(d.Added), Changed: nonNil(d.Changed), Removed: nonNil(d.Removed)}
 }
 
-// Diff is the manager.Diff of the items (Unchanged left empty).
-func (i Items) Diff() manager.Diff {
-	return manager.Diff{Added: i.Added, Changed: i.Changed, Removed: i.Removed}
+// Diff is the render.Diff of the items (Unchanged left empty).
+func (i Items) Diff() render.Diff {
+	return render.Diff{Added: i.Added, Changed: i.Changed, Removed: i.Removed}
 }
 
 // Empty reports whether no item is added, changed or removed.
 func (i Items) Empty() bool { return i.Diff().Empty() }
 
-// String is the item line, manager.Diff's words: "changed gzip; removed
+// String is the item line, render.Diff's words: "changed gzip; removed
 // zstd", or "no item changed".
 func (i Items) String() string { return i.Diff().String() }
 
-// ParseItems reads back an item line (manager.Diff.String), such as the
+// ParseItems reads back an item line (render.Diff.String), such as the
 // status ConfigMap's lastChange; ok is false when s is not one.
 func ParseItems(s string) (items Items, ok bool) {
-	items = ItemsOf(manager.Diff{})
-	if s == (manager.Diff{}).String() {
+	items = ItemsOf(render.Diff{})
+	if s == (render.Diff{}).String() {
 		return items, true
 	}
 	for _, part := range strings.Split(s, "; ") {
@@ -142,11 +142,11 @@ type Plan struct {
 
 // New plans the change from the live state to the file's: before and
 // after are the section keys of the live and the file's documents
-// (manager.KeysOf, manager.SectionKeys; before is nil when there is no
+// (render.KeysOf, render.SectionKeys; before is nil when there is no
 // live document), desired the file's EnvoyFilters and live the managed
 // EnvoyFilters in the cluster.
 func New(before, after map[string]string, desired []*envoyfilter.Object, live []*clientnetworking.EnvoyFilter) (*Plan, error) {
-	p := &Plan{Items: ItemsOf(manager.Compare(before, after)), EnvoyFilters: []Change{}}
+	p := &Plan{Items: ItemsOf(render.Compare(before, after)), EnvoyFilters: []Change{}}
 	byKey := map[string]*clientnetworking.EnvoyFilter{}
 	for _, l := range live {
 		if l.Labels[envoyfilter.LabelManagedBy] == envoyfilter.ManagedByValue {

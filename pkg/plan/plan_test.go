@@ -10,8 +10,8 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
 	"github.com/globalconfig/globalconfig/pkg/plan"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 const docV1 = `
@@ -21,17 +21,17 @@ zstd: {}
 `
 
 // render parses and builds a document: its section keys and objects.
-func render(t *testing.T, src string) (map[string]string, []*envoyfilter.Object) {
+func renderDoc(t *testing.T, src string) (map[string]string, []*envoyfilter.Object) {
 	t.Helper()
 	doc, err := document.Parse([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manager.Desired(doc)
+	objs, err := render.Desired(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return manager.SectionKeys(doc), objs
+	return render.SectionKeys(doc), objs
 }
 
 // applied is what the API server holds after the controller applied objs.
@@ -51,7 +51,7 @@ func applied(t *testing.T, objs []*envoyfilter.Object) []*clientnetworking.Envoy
 }
 
 func TestEqual(t *testing.T) {
-	_, objs := render(t, docV1)
+	_, objs := renderDoc(t, docV1)
 	live := applied(t, objs)
 	if !plan.Equal(live[0], objs[0]) {
 		t.Fatal("an applied object is not equal to what it was applied from")
@@ -80,7 +80,7 @@ func TestActionWords(t *testing.T) {
 }
 
 func TestNoChanges(t *testing.T) {
-	keys, objs := render(t, docV1)
+	keys, objs := renderDoc(t, docV1)
 	p, err := plan.New(keys, keys, objs, applied(t, objs))
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +94,8 @@ func TestNoChanges(t *testing.T) {
 }
 
 func TestChangeAndRemove(t *testing.T) {
-	before, liveObjs := render(t, docV1)
-	after, objs := render(t, "gzip:\n  chunkSize: 16384\nbrotli: {}\n")
+	before, liveObjs := renderDoc(t, docV1)
+	after, objs := renderDoc(t, "gzip:\n  chunkSize: 16384\nbrotli: {}\n")
 	live := applied(t, liveObjs)
 	// Someone else's EnvoyFilter is never planned.
 	live = append(live, &clientnetworking.EnvoyFilter{})
@@ -104,7 +104,7 @@ func TestChangeAndRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := p.Items.String(), manager.Compare(before, after).String(); got != want || got != "added brotli; changed gzip; removed zstd" {
+	if got, want := p.Items.String(), render.Compare(before, after).String(); got != want || got != "added brotli; changed gzip; removed zstd" {
 		t.Errorf("item line %q, want %q", got, want)
 	}
 	var lines []string
@@ -143,7 +143,7 @@ func TestChangeAndRemove(t *testing.T) {
 
 // Drift: no item changed, but an edited EnvoyFilter is put back.
 func TestDrift(t *testing.T) {
-	keys, objs := render(t, docV1)
+	keys, objs := renderDoc(t, docV1)
 	live := applied(t, objs)
 	live[0].Spec.Priority = 7
 	p, err := plan.New(keys, keys, objs, live)
@@ -160,7 +160,7 @@ func TestDrift(t *testing.T) {
 
 // No live document: every item is added.
 func TestNoLiveDocument(t *testing.T) {
-	keys, objs := render(t, docV1)
+	keys, objs := renderDoc(t, docV1)
 	p, err := plan.New(nil, keys, objs, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestNoLiveDocument(t *testing.T) {
 }
 
 func TestJSONShape(t *testing.T) {
-	keys, objs := render(t, docV1)
+	keys, objs := renderDoc(t, docV1)
 	p, err := plan.New(keys, keys, objs, applied(t, objs))
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestJSONShape(t *testing.T) {
 }
 
 func TestParseItems(t *testing.T) {
-	for _, d := range []manager.Diff{
+	for _, d := range []render.Diff{
 		{},
 		{Added: []string{"brotli"}},
 		{Added: []string{"a", "b"}, Changed: []string{"gzip"}, Removed: []string{"x", "y", "zstd"}},

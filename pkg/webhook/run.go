@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // Options configure the webhook of `globalconfig run`.
@@ -46,7 +46,7 @@ func Start(ctx context.Context, kube kubernetes.Interface, opts Options, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("webhook: listen %s: %w", opts.Addr, err)
 	}
-	srv := NewServer(&Handler{Log: log, Manager: manager.New()})
+	srv := NewServer(&Handler{Log: log, Manager: render.New()})
 	go func() {
 		if err := srv.Serve(ctx, ln); err != nil {
 			log.Error("webhook server stopped", "err", err)

@@ -24,7 +24,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // SelectorLabel is the label the global ConfigMap carries; the webhook
@@ -51,7 +51,7 @@ type Handler struct {
 	Log *slog.Logger
 	// Manager renders the documents; its cache makes the review of an
 	// edit rebuild only the changed items. Nil uses a fresh one per review.
-	Manager *manager.Manager
+	Manager *render.Renderer
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -88,23 +88,23 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	}
 	mgr := h.Manager
 	if mgr == nil {
-		mgr = manager.New()
+		mgr = render.New()
 	}
 	res := mgr.FromConfigMap(cm.Data)
 	if !res.Valid() {
 		h.Log.Info("admission denied", "configmap", req.Namespace+"/"+req.Name, "problems", len(res.Problems))
-		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(res.Problems), manager.Describe(res.Problems, "\n")))
+		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(res.Problems), render.Describe(res.Problems, "\n")))
 	}
 	for _, w := range res.Warnings {
-		allow.Warnings = append(allow.Warnings, "globalconfig: "+manager.Describe([]*fielderr.Error{w}, ""))
+		allow.Warnings = append(allow.Warnings, "globalconfig: "+render.Describe([]*fielderr.Error{w}, ""))
 	}
 	// The old document is only parsed, never built: its section keys say
 	// what the edit changes.
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		var old corev1.ConfigMap
 		if json.Unmarshal(req.OldObject.Raw, &old) == nil {
-			if before, ok := manager.KeysOf(old.Data); ok {
-				if d := manager.Compare(before, res.Keys); d.Empty() {
+			if before, ok := render.KeysOf(old.Data); ok {
+				if d := render.Compare(before, res.Keys); d.Empty() {
 					allow.Warnings = append(allow.Warnings, NoChangeWarning)
 				} else {
 					allow.Warnings = append(allow.Warnings, ChangeWarningPrefix+d.String())

@@ -23,7 +23,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // EnvCompatDir names the directory of the envoy-compat-<tag> decoders.
@@ -68,20 +68,20 @@ func decoder(t *testing.T, tag string) string {
 
 // render writes the EnvoyFilters of src for fleet (nil: the document's
 // own declaration) to path, and reports whether the document rendered.
-func render(t *testing.T, src []byte, fleet []envoyfilter.Version, path string) error {
+func renderFile(t *testing.T, src []byte, fleet []envoyfilter.Version, path string) error {
 	t.Helper()
 	doc, err := document.NewParserFor(fleet).ParseFile(src)
 	if err != nil {
 		return err
 	}
-	objs, err := manager.Desired(doc)
+	objs, err := render.Desired(doc)
 	if err != nil {
 		return err
 	}
 	if len(objs) == 0 {
 		return nil
 	}
-	y, err := manager.YAML(objs)
+	y, err := render.YAML(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestEveryPatchDecodesWithItsReleasesEnvoyAPI(t *testing.T) {
 	for name, src := range inputs(t) {
 		// As declared (the default releases unless the input says).
 		path := filepath.Join(dir, "declared-"+name)
-		if err := render(t, src, nil, path); err != nil {
+		if err := renderFile(t, src, nil, path); err != nil {
 			continue // an invalid golden input (*.err.txt)
 		}
 		if _, err := os.Stat(path); err == nil {
@@ -144,7 +144,7 @@ func TestEveryPatchDecodesWithItsReleasesEnvoyAPI(t *testing.T) {
 		// be put into effect on (a setting without a fallback).
 		for i := range all {
 			path := filepath.Join(dir, "all-"+name)
-			if err := render(t, src, all[i:], path); err == nil {
+			if err := renderFile(t, src, all[i:], path); err == nil {
 				if _, err := os.Stat(path); err == nil {
 					files = append(files, path)
 				}
@@ -186,7 +186,7 @@ func TestDecodersRefuseWhatAnOlderEnvoyDoesNotKnow(t *testing.T) {
 		t.Fatal(err)
 	}
 	mixed := filepath.Join(dir, "mixed.yaml")
-	if err := render(t, src, nil, mixed); err != nil {
+	if err := renderFile(t, src, nil, mixed); err != nil {
 		t.Fatal(err)
 	}
 	// Every patch, whichever release it is for, with Envoy 1.35's API.

@@ -27,7 +27,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
@@ -272,21 +272,21 @@ func measureRender(b *testing.B) (time.Duration, float64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	render := func() {
+	renderOnce := func() {
 		doc, err := document.ParseFile(data)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := manager.Desired(doc); err != nil {
+		if _, err := render.Desired(doc); err != nil {
 			b.Fatal(err)
 		}
 	}
-	render() // warm up
+	renderOnce() // warm up
 	start := time.Now()
 	for range renderRuns {
-		render()
+		renderOnce()
 	}
-	return time.Since(start) / renderRuns, testing.AllocsPerRun(20, render)
+	return time.Since(start) / renderRuns, testing.AllocsPerRun(20, renderOnce)
 }
 
 func mustMetrics(ctx context.Context, b *testing.B, ctl *harness.Controller) map[string]float64 {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
@@ -152,7 +152,7 @@ func desiredObjects(t testing.TB, doc string) []*envoyfilter.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manager.Desired(d)
+	objs, err := render.Desired(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -140,7 +140,7 @@ func (f *fixture) desired(doc string) map[string]string {
 	if err != nil {
 		f.t.Fatalf("test document invalid: %v", err)
 	}
-	objs, err := manager.Desired(d)
+	objs, err := render.Desired(d)
 	if err != nil {
 		f.t.Fatal(err)
 	}

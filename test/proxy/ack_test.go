@@ -81,7 +81,7 @@ func TestExampleAndEverythingACKed(t *testing.T) {
 	ctx := setup(t)
 	for name, doc := range map[string]string{"example": exampleDocument(t), "everything": everythingDocument(t)} {
 		t.Run(name, func(t *testing.T) {
-			objs := render(t, doc)
+			objs := rendered(t, doc)
 			if len(objs) < 10 {
 				t.Fatalf("only %d EnvoyFilters", len(objs))
 			}
@@ -264,7 +264,7 @@ func mustCarry(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
 // is on the gateway's loopback address.
 func TestNoIstioExtensionsAndLoopbackOnly(t *testing.T) {
 	ctx := setup(t)
-	mustACK(ctx, t, render(t, everythingDocument(t)))
+	mustACK(ctx, t, rendered(t, everythingDocument(t)))
 	for _, g := range gateways {
 		body, err := g.Get(ctx, "/config_dump?include_eds")
 		if err != nil {

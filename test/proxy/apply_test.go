@@ -16,7 +16,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -29,14 +29,14 @@ const sentinelName = "proxy-sentinel"
 
 var step atomic.Int64
 
-// render is the set of EnvoyFilters globalconfig makes of doc.
-func render(t testing.TB, doc string) []*envoyfilter.Object {
+// rendered is the set of EnvoyFilters globalconfig makes of doc.
+func rendered(t testing.TB, doc string) []*envoyfilter.Object {
 	t.Helper()
 	d, err := document.Parse([]byte(doc))
 	if err != nil {
 		t.Fatalf("document: %v", err)
 	}
-	objs, err := manager.Desired(d)
+	objs, err := render.Desired(d)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}

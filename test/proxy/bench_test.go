@@ -38,7 +38,7 @@ func BenchmarkEnvoyACK(b *testing.B) {
 	// RSS first, without the controller: none, then everything.
 	mustACK(ctx, b, nil)
 	none := settledRSS(b, g)
-	mustACK(ctx, b, render(b, everythingDocument(b)))
+	mustACK(ctx, b, rendered(b, everythingDocument(b)))
 	all := settledRSS(b, g)
 	prune(ctx, b, nil)
 
@@ -110,7 +110,7 @@ const directFilter = "envoy.filters.http.compressor.direct"
 // that both can stand.
 func directGzip(b *testing.B, v int) []byte {
 	b.Helper()
-	for _, o := range render(b, gzipMin(v)) {
+	for _, o := range rendered(b, gzipMin(v)) {
 		if o.Item() != "gzip" {
 			continue
 		}

@@ -17,7 +17,7 @@ func TestEnvoyCheck(t *testing.T) {
 	ctx := setup(t)
 	for _, g := range gateways {
 		for name, doc := range map[string]string{"example": exampleDocument(t), "everything": everythingDocument(t)} {
-			rep, err := envoycheck.Check(ctx, g.Binary, render(t, doc))
+			rep, err := envoycheck.Check(ctx, g.Binary, rendered(t, doc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -28,7 +28,7 @@ func TestEnvoyCheck(t *testing.T) {
 				t.Errorf("Envoy %s checked as Istio %s, its gateway reports %s", g.Binary.Version, rep.Istio, g.IstioVersion)
 			}
 		}
-		objs := append(render(t, exampleDocument(t)), handWritten(t, "hand-written-health-check", "", healthCheckPatch(t)))
+		objs := append(rendered(t, exampleDocument(t)), handWritten(t, "hand-written-health-check", "", healthCheckPatch(t)))
 		rep, err := envoycheck.Check(ctx, g.Binary, objs)
 		if err != nil {
 			t.Fatal(err)

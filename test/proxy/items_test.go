@@ -29,7 +29,7 @@ import (
 // use makes doc the whole of globalconfig's configuration at the gateways.
 func use(ctx context.Context, t *testing.T, doc string) {
 	t.Helper()
-	mustACK(ctx, t, render(t, doc))
+	mustACK(ctx, t, rendered(t, doc))
 }
 
 // each runs f against each gateway as a subtest named by its Envoy.

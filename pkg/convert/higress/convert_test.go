@@ -22,7 +22,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/convert/higress"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // The values Higress's own code emits (pkg/ingress/kube/configmap,
@@ -50,7 +50,7 @@ func convert(t *testing.T, src string) gateway {
 	if err != nil {
 		t.Fatalf("the manifest does not parse: %v\n%s", err, res.Manifest)
 	}
-	objs, err := manager.Desired(doc)
+	objs, err := render.Desired(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

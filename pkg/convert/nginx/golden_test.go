@@ -9,7 +9,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/pkg/convert/nginx"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // goldenOptions are the flags each golden conversion is run with, as its
@@ -50,7 +50,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the manifest does not parse: %v", err)
 			}
-			objs, err := manager.Desired(doc)
+			objs, err := render.Desired(doc)
 			if err != nil {
 				t.Fatalf("the document does not render: %v", err)
 			}

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/globalconfig/globalconfig/internal/example"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/test/example"
 )
 
 var update = flag.Bool("update", false, "rewrite the example and docs/reference.md's copy")
@@ -57,7 +57,7 @@ func TestExampleIsComposedFromTheItems(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example is invalid: %v", err)
 	}
-	objs, err := manager.Desired(doc)
+	objs, err := render.Desired(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package manager_test
+package render_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 func parse(t *testing.T, src string) *document.Document {
@@ -32,13 +32,13 @@ tracing:
   zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}
 `
 
-func diff(t *testing.T, before, after string) manager.Diff {
+func diff(t *testing.T, before, after string) render.Diff {
 	t.Helper()
 	var keys map[string]string
 	if before != "" {
-		keys = manager.SectionKeys(parse(t, before))
+		keys = render.SectionKeys(parse(t, before))
 	}
-	return manager.Compare(keys, manager.SectionKeys(parse(t, after)))
+	return render.Compare(keys, render.SectionKeys(parse(t, after)))
 }
 
 func TestDiffIsSemantic(t *testing.T) {
@@ -97,7 +97,7 @@ func TestNamespaceMoveIsAChange(t *testing.T) {
 // A render rebuilds only the items whose section changed; the others are
 // the very objects built before, and the result equals a full build.
 func TestRenderRebuildsOnlyChangedItems(t *testing.T) {
-	m := manager.New()
+	m := render.New()
 	first := m.Build(parse(t, base))
 	if !first.Valid() || !slices.Equal(first.Rebuilt, []string{"gzip", "tracing"}) {
 		t.Fatalf("first render: rebuilt %v, problems %v", first.Rebuilt, first.Problems)
@@ -110,12 +110,12 @@ func TestRenderRebuildsOnlyChangedItems(t *testing.T) {
 	if second.Objects[1] != first.Objects[1] {
 		t.Error("the unchanged tracing object was rebuilt, not reused")
 	}
-	full, err := manager.Desired(parse(t, edited))
+	full, err := render.Desired(parse(t, edited))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := manager.YAML(second.Objects)
-	b, _ := manager.YAML(full)
+	a, _ := render.YAML(second.Objects)
+	b, _ := render.YAML(full)
 	if !bytes.Equal(a, b) {
 		t.Errorf("incremental render differs from a full build:\n%s\n---\n%s", a, b)
 	}
@@ -128,11 +128,11 @@ func TestRenderRebuildsOnlyChangedItems(t *testing.T) {
 func TestEqualDocumentsGiveIdenticalYAML(t *testing.T) {
 	var outs [][]byte
 	for range 3 {
-		objs, err := manager.Desired(parse(t, base))
+		objs, err := render.Desired(parse(t, base))
 		if err != nil {
 			t.Fatal(err)
 		}
-		y, err := manager.YAML(objs)
+		y, err := render.YAML(objs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func BenchmarkRenderExample(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := manager.Desired(doc); err != nil {
+		if _, err := render.Desired(doc); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -173,7 +173,7 @@ func BenchmarkRenderOneItemEdit(b *testing.B) {
 	if edited[document.DataKey] == data[document.DataKey] {
 		b.Fatal("the example has no gzip chunkSize: 4096 to edit")
 	}
-	m := manager.New()
+	m := render.New()
 	versions := []map[string]string{data, edited}
 	b.ReportAllocs()
 	i := 0
@@ -219,7 +219,7 @@ func mustRead(tb testing.TB, path string) []byte {
 }
 
 func TestRenderCollectsSecretsAndScrubRemovesThem(t *testing.T) {
-	res := manager.New().FromConfigMap(map[string]string{"config.yaml": `
+	res := render.New().FromConfigMap(map[string]string{"config.yaml": `
 tracing:
   enable: true
   skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t-token}
@@ -228,7 +228,7 @@ tracing:
 		t.Fatalf("objs %d, secrets %v, problems %v", len(res.Objects), res.Secrets, res.Problems)
 	}
 	msg := `EnvoyFilter "globalconfig-tracing" is invalid: backend_token: "s3cr3t-token" rejected`
-	if got := manager.Scrub(msg, res.Secrets); strings.Contains(got, "s3cr3t") || !strings.Contains(got, "[redacted]") {
+	if got := render.Scrub(msg, res.Secrets); strings.Contains(got, "s3cr3t") || !strings.Contains(got, "[redacted]") {
 		t.Errorf("scrubbed: %s", got)
 	}
 }

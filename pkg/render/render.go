@@ -1,10 +1,10 @@
-// Package manager is the engine between the document and its EnvoyFilters.
+// Package render is the engine between the document and its EnvoyFilters.
 // It validates a document, diffs it against the last one section by
 // section, and dispatches only the changed sections to their items: an
 // item whose section and target are unchanged reuses the EnvoyFilter it
 // built and checked before. The controller, the MCP publisher, the
 // admission webhook and the CLI all decide through it.
-package manager
+package render
 
 import (
 	"bytes"
@@ -23,11 +23,11 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
-// Manager renders documents, rebuilding only the items whose section or
+// Renderer renders documents, rebuilding only the items whose section or
 // target changed since the last render. It is safe for concurrent use.
 // The objects it returns are shared between renders: read them, never
 // change them.
-type Manager struct {
+type Renderer struct {
 	parser *document.Parser
 	mu     sync.Mutex
 	built  map[string]built // by item name
@@ -39,8 +39,8 @@ type built struct {
 	obj *envoyfilter.Object
 }
 
-// New returns a Manager with nothing built yet.
-func New() *Manager { return &Manager{parser: document.NewParser(), built: map[string]built{}} }
+// New returns a Renderer with nothing built yet.
+func New() *Renderer { return &Renderer{parser: document.NewParser(), built: map[string]built{}} }
 
 // Result is what one document renders to.
 type Result struct {
@@ -68,7 +68,7 @@ type Result struct {
 func (r Result) Valid() bool { return r.Problems == nil }
 
 // FromConfigMap renders the document in a ConfigMap's data.
-func (m *Manager) FromConfigMap(data map[string]string) Result {
+func (m *Renderer) FromConfigMap(data map[string]string) Result {
 	src, ok := data[document.DataKey]
 	if !ok {
 		return Result{Problems: []*fielderr.Error{{Msg: fmt.Sprintf("the ConfigMap has no data key %q", document.DataKey)}}}
@@ -82,7 +82,7 @@ func (m *Manager) FromConfigMap(data map[string]string) Result {
 
 // Build builds the desired set of a parsed document. A build or check
 // failure of any item fails the whole set: nothing is published half-done.
-func (m *Manager) Build(doc *document.Document) Result {
+func (m *Renderer) Build(doc *document.Document) Result {
 	res := Result{Keys: SectionKeys(doc), Warnings: doc.Warnings()}
 	var errs fielderr.List
 	m.mu.Lock()

@@ -23,7 +23,7 @@ import (
 	"testing"
 
 	"github.com/globalconfig/globalconfig/pkg/document"
-	"github.com/globalconfig/globalconfig/pkg/manager"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 var update = flag.Bool("update", false, "rewrite golden outputs and delete stale ones")
@@ -40,9 +40,9 @@ const (
 func Output(in []byte) (out []byte, ok bool) {
 	doc, err := document.ParseFile(in)
 	if err == nil {
-		objs, rerr := manager.Desired(doc)
+		objs, rerr := render.Desired(doc)
 		if rerr == nil {
-			y, yerr := manager.YAML(objs)
+			y, yerr := render.YAML(objs)
 			if yerr == nil {
 				return y, true
 			}
