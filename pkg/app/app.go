@@ -194,6 +194,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		publisher = mcp.NewPublisher(mcp.NewMetrics(reg))
 		publisher.ConfigMaps, publisher.Namespace, publisher.Name = configMaps.Lister(), cfg.Namespace, cfg.Name
 		publisher.PruneOnDelete, publisher.Log = cfg.PruneOnDelete, log
+		publisher.LastGood = func(ctx context.Context) (map[string]string, error) {
+			return controller.ReadLastGood(ctx, kube, cfg.Namespace, cfg.Name)
+		}
 		publisher.Server = mcp.NewServer(log, publisher.Observer())
 		g := grpc.NewServer(grpc.MaxRecvMsgSize(16 << 20))
 		publisher.Server.Register(g)

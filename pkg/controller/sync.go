@@ -47,6 +47,10 @@ type state struct {
 	// proxy (with their message) for the tracked version, and the
 	// unreachable istiod instances.
 	rollout rolloutSeen
+	// lastGoodRead is set once the term looked for a stored last good
+	// document; lastGoodHash is the set hash of the stored one.
+	lastGoodRead bool
+	lastGoodHash string
 }
 
 // decision is what the document asks for.
@@ -108,6 +112,19 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	}
 
 	d, secrets := decide(c.renderer, cm, c.st.applied)
+	if d.problems != nil && c.st.applied == nil && !c.st.lastGoodRead {
+		// Invalid from the term's start: the stored last good document
+		// is what to keep (and to restore on drift).
+		c.st.lastGoodRead = true
+		lg, err := c.lastGood(ctx)
+		if err != nil {
+			return err
+		}
+		if lg != nil {
+			c.st.applied = lg
+			d.desired, d.keys = lg.desired, lg.keys
+		}
+	}
 	if d.problems == nil {
 		c.st.secrets = secrets
 	} else {
@@ -121,6 +138,9 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	}
 	if d.problems == nil && err == nil {
 		c.st.applied = &d
+		if serr := c.storeLastGood(ctx, cm, d.desired); serr != nil {
+			c.log.Warn("last good document not stored", "err", c.scrub(serr.Error()))
+		}
 	}
 	if len(writes) > 0 && result != "invalid" {
 		result = "applied"

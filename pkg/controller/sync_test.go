@@ -509,3 +509,63 @@ func TestOlderThan(t *testing.T) {
 		}
 	}
 }
+
+func (f *fixture) lastGood() map[string]string {
+	f.t.Helper()
+	data, err := ReadLastGood(f.ctx, f.kube, testNS, testName)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return data
+}
+
+// The last valid document applied is kept beside the global ConfigMap;
+// an invalid edit doesn't replace it, and an unchanged one isn't written
+// again.
+func TestSyncStoresTheLastGoodDocument(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	f.deliver()
+	if got := f.lastGood()[document.DataKey]; got != docV1 {
+		t.Fatalf("last good %q, want the applied document", got)
+	}
+	f.putConfig("gizp: {}\n")
+	f.mustSync()
+	if got := f.lastGood()[document.DataKey]; got != docV1 {
+		t.Errorf("an invalid edit replaced the last good document: %q", got)
+	}
+	f.putConfig("# a comment\n" + docV1)
+	f.kube.ClearActions()
+	f.mustSync()
+	for _, a := range f.kube.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetName() == LastGoodName(testName) {
+			t.Errorf("a document that renders the same set rewrote the last good copy")
+		}
+	}
+	f.putConfig("gzip: {chunkSize: 16384}\n")
+	f.mustSync()
+	if got := f.lastGood()[document.DataKey]; got != "gzip: {chunkSize: 16384}\n" {
+		t.Errorf("last good %q after a valid edit", got)
+	}
+}
+
+// A controller that starts while the document is invalid keeps, and
+// restores on drift, the stored last good set, not nothing.
+func TestSyncRestartWithAnInvalidDocumentRestoresTheLastGood(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.putConfig(docV1)
+	f.mustSync()
+	f.deliver()
+	f.ctrl.st = state{} // a restart
+	f.putConfig("gzip: {chunkSize: 1}\n")
+	if err := f.istio.NetworkingV1alpha3().EnvoyFilters(testNS).Delete(f.ctx, "globalconfig-gzip", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver()
+	f.mustSync()
+	f.wantLive(docV1)
+	if s := f.status(); s["state"] != "Invalid" {
+		t.Errorf("status %v", s)
+	}
+}

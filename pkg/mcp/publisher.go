@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,14 +18,20 @@ import (
 // Publisher keeps a Server's set equal to the global ConfigMap's document.
 // It runs on every replica, leader or not: each istiod reads its own
 // sidecar. An invalid document publishes nothing, so istiod keeps the last
-// good set; a missing ConfigMap publishes an empty set only when nothing
-// was published yet or PruneOnDelete is set.
+// good set. A publisher that has published nothing yet (it just started)
+// publishes the stored last good document instead (LastGood), so an istiod
+// starting beside it is served at once; without one, a missing ConfigMap
+// publishes an empty set, and an invalid document waits for a valid one.
+// A missing ConfigMap publishes an empty set when PruneOnDelete is set.
 type Publisher struct {
 	Server          *Server
 	ConfigMaps      corelisters.ConfigMapLister
 	Namespace, Name string
 	PruneOnDelete   bool
 	Log             *slog.Logger
+	// LastGood reads the stored last good document (the data of
+	// controller.LastGoodName's ConfigMap), nil when there is none.
+	LastGood func(context.Context) (map[string]string, error)
 
 	renderer *render.Renderer
 	metrics  *Metrics
@@ -98,10 +105,14 @@ func (p *Publisher) publishOnce() {
 	cm, err := p.ConfigMaps.ConfigMaps(p.Namespace).Get(p.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if p.published && !p.PruneOnDelete {
-			return
+		switch {
+		case p.PruneOnDelete:
+			p.publish(nil)
+		case !p.published:
+			if !p.publishLastGood() {
+				p.publish(nil)
+			}
 		}
-		p.publish(nil)
 	case err != nil:
 		p.Log.Error("mcp: read configmap", "err", err)
 	default:
@@ -110,10 +121,41 @@ func (p *Publisher) publishOnce() {
 		p.secrets = res.Secrets
 		p.mu.Unlock()
 		if !res.Valid() {
-			return // the controller reports the problems; keep serving the last good set.
+			// The controller reports the problems; keep serving the last
+			// good set, or start serving the stored one.
+			if !p.published {
+				p.publishLastGood()
+			}
+			return
 		}
 		p.publish(res.Objects)
 	}
+}
+
+// publishLastGood publishes the stored last good document's set, and
+// reports whether there was one that renders.
+func (p *Publisher) publishLastGood() bool {
+	if p.LastGood == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	data, err := p.LastGood(ctx)
+	if err != nil {
+		p.Log.Error("mcp: read the last good document", "err", err)
+		return false
+	}
+	if data == nil {
+		return false
+	}
+	res := p.renderer.FromConfigMap(data)
+	if !res.Valid() {
+		p.Log.Warn("mcp: the stored last good document no longer renders; ignored", "problems", len(res.Problems))
+		return false
+	}
+	p.Log.Info("mcp: the document is not usable; serving the stored last good one")
+	p.publish(res.Objects)
+	return true
 }
 
 func (p *Publisher) publish(objs []*envoyfilter.Object) {

@@ -148,8 +148,22 @@ func TestMCPSidecar(t *testing.T) {
 	// and serves it.
 	client.Close()
 	first.Kill()
-	_, client2 := startMCPIstiod(ctx, t, "istiod-mcp-2", addr, debugPort)
+	second, client2 := startMCPIstiod(ctx, t, "istiod-mcp-2", addr, debugPort)
 	for _, o := range desiredObjects(t, again) {
 		waitOn(ctx, t, client2, o.Metadata.Name+" after an istiod restart", func(s xds.Snapshot) error { return inEffect(o, s) })
+	}
+
+	// Both restart while the document is invalid. The controller serves
+	// the stored last good document's set from its first answer, so the
+	// new istiod starts (it waits for every config type) and the gateway
+	// keeps the previous effect.
+	ctl.Kill()
+	putConfig(ctx, t, "gizp: {}\n"+again)
+	client2.Close()
+	second.Kill()
+	startMCPController(ctx, t, "mcp-controller-3", addr, rolloutArgs...)
+	_, client3 := startMCPIstiod(ctx, t, "istiod-mcp-3", addr, debugPort)
+	for _, o := range desiredObjects(t, again) {
+		waitOn(ctx, t, client3, o.Metadata.Name+" after both restart with an invalid document", func(s xds.Snapshot) error { return inEffect(o, s) })
 	}
 }
