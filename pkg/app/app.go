@@ -41,6 +41,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
+	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
@@ -170,6 +171,11 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	// Exactly one ConfigMap: a field selector on its name, so the cache
 	// never holds the namespace's other ConfigMaps.
 	cfg := opts.Controller
+	// One renderer for the process: the controller, the MCP publisher
+	// and the webhook decide through the same cache of built items.
+	renderer := render.New()
+	cfg.Renderer = renderer
+	opts.Webhook.Renderer = renderer
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(watchKube, opts.Resync,
 		informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -191,7 +197,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("mcp: listen %s: %w", opts.MCPAddr, err)
 		}
-		publisher = mcp.NewPublisher(mcp.NewMetrics(reg))
+		publisher = mcp.NewPublisher(mcp.NewMetrics(reg), renderer)
 		publisher.ConfigMaps, publisher.Namespace, publisher.Name = configMaps.Lister(), cfg.Namespace, cfg.Name
 		publisher.PruneOnDelete, publisher.Log = cfg.PruneOnDelete, log
 		publisher.LastGood = func(ctx context.Context) (map[string]string, error) {

@@ -51,6 +51,9 @@ type Config struct {
 	// its status goes into the status ConfigMap, Events and metrics. Set
 	// its OnChange to the controller's Enqueue.
 	Rollout *rollout.Tracker
+	// Renderer is the process's renderer, shared with the MCP publisher
+	// and the webhook (a new one when nil).
+	Renderer *render.Renderer
 	// RootNamespace is Istio's root namespace: an EnvoyFilter there
 	// reaches every proxy.
 	RootNamespace string
@@ -110,13 +113,16 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 	recorder record.EventRecorder, metrics *Metrics, log *slog.Logger) *Controller {
 	c := &Controller{
 		cfg: cfg, kube: kube, istio: istio, log: log, metrics: metrics, recorder: recorder,
-		renderer:     render.New(),
+		renderer:     cfg.Renderer,
 		configMaps:   configMaps.Lister(),
 		envoyFilters: envoyFilters.Lister(),
 		written: cache.NewIntegerResourceVersionMutationCache(klog.Background(),
 			envoyFilters.Informer().GetStore(), nil, writeMemory, false),
 		created:  map[string]*clientnetworking.EnvoyFilter{},
 		cacheRev: envoyFilters.Informer().LastSyncResourceVersion,
+	}
+	if c.renderer == nil {
+		c.renderer = render.New()
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.Enqueue() },

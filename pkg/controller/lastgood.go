@@ -46,22 +46,6 @@ func ReadLastGood(ctx context.Context, kube kubernetes.Interface, namespace, nam
 	return cm.Data, nil
 }
 
-// lastGood is the decision of the stored last good document, or nil when
-// there is none (or it no longer renders, after an upgrade).
-func (c *Controller) lastGood(ctx context.Context) (*decision, error) {
-	data, err := ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
-	if err != nil || data == nil {
-		return nil, err
-	}
-	d, _ := decide(c.renderer, &corev1.ConfigMap{Data: data}, nil)
-	if d.problems != nil {
-		c.log.Warn("the stored last good document no longer renders; ignored", "problems", len(d.problems))
-		return nil, nil
-	}
-	c.st.lastGoodHash = render.SetHash(d.desired)
-	return &d, nil
-}
-
 // storeLastGood keeps cm's document as the last good one, unless the copy
 // already renders to set.
 func (c *Controller) storeLastGood(ctx context.Context, cm *corev1.ConfigMap, set []*envoyfilter.Object) error {

@@ -13,16 +13,17 @@ import (
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // report tells what a sync did: metrics, Events on the ConfigMap and the
 // status ConfigMap. applyErr is the converge error, returned after it is
 // reported.
-func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decision, writes []string, applyErr error) error {
+func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.Decision, writes []string, applyErr error) error {
 	status := c.statusOf(d)
 	switch {
-	case d.problems != nil:
+	case !d.Valid():
 		c.metrics.ConfigValid.Set(0)
 		c.warnInvalid(cm, d)
 	default:
@@ -39,8 +40,8 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decisio
 		return applyErr
 	}
 	if c.st.applied != nil {
-		c.metrics.ManagedFilters.Set(float64(len(c.st.applied.desired)))
-		if d.problems == nil {
+		c.metrics.ManagedFilters.Set(float64(len(c.st.applied.Set)))
+		if d.Valid() {
 			c.metrics.LastApply.SetToCurrentTime()
 		}
 	}
@@ -48,8 +49,8 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decisio
 	if len(writes) > 0 {
 		// The item diff says why, the writes what: a drift repair has no
 		// item change but writes.
-		why := d.diff.String()
-		if d.problems != nil {
+		why := d.Diff.String()
+		if !d.Valid() {
 			why = "kept the last good set"
 		}
 		c.event(cm, corev1.EventTypeNormal, "Applied", "%s: %s", why, strings.Join(writes, "; "))
@@ -59,29 +60,29 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decisio
 }
 
 // statusOf is the status data for decision d.
-func (c *Controller) statusOf(d decision) map[string]string {
+func (c *Controller) statusOf(d decide.Decision) map[string]string {
 	status := maps.Clone(c.st.status)
 	status["state"] = "Applied"
 	status["errors"] = ""
-	status["warnings"] = render.Describe(d.warnings, "\n")
+	status["warnings"] = render.Describe(d.Warnings, "\n")
 	delete(status, "message")
-	if d.problems != nil {
+	if !d.Valid() {
 		status["state"] = "Invalid"
-		status["errors"] = render.Describe(d.problems, "\n")
+		status["errors"] = render.Describe(d.Problems, "\n")
 		status["message"] = "the document was rejected; the last good EnvoyFilters are kept"
 	}
 	if a := c.st.applied; a != nil {
-		names := make([]string, 0, len(a.desired))
-		for _, o := range a.desired {
+		names := make([]string, 0, len(a.Set))
+		for _, o := range a.Set {
 			names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
 		}
-		if hash := render.SetHash(a.desired); status["lastAppliedHash"] != hash {
+		if hash := render.SetHash(a.Set); status["lastAppliedHash"] != hash {
 			now := time.Now()
 			status["lastAppliedHash"] = hash
 			status["lastAppliedTime"] = now.UTC().Format(time.RFC3339)
 			c.st.appliedHash, c.st.appliedAt = hash, now
-			if !a.diff.Empty() {
-				status["lastChange"] = a.diff.String()
+			if !a.Diff.Empty() {
+				status["lastChange"] = a.Diff.String()
 			}
 		}
 		status["envoyFilters"] = strings.Join(names, "\n")
@@ -96,14 +97,14 @@ func (c *Controller) statusOf(d decision) map[string]string {
 
 // warnInvalid records a Warning Event with every problem, once per
 // distinct list.
-func (c *Controller) warnInvalid(cm *corev1.ConfigMap, d decision) {
-	text := render.Describe(d.problems, "; ")
-	c.log.Warn("document rejected; keeping the last good EnvoyFilters", "problems", len(d.problems), "first", d.problems[0].Error())
+func (c *Controller) warnInvalid(cm *corev1.ConfigMap, d decide.Decision) {
+	text := render.Describe(d.Problems, "; ")
+	c.log.Warn("document rejected; keeping the last good EnvoyFilters", "problems", len(d.Problems), "first", d.Problems[0].Error())
 	if text == c.st.warned {
 		return
 	}
 	c.st.warned = text
-	c.event(cm, corev1.EventTypeWarning, "InvalidConfig", "%d problem(s), last good EnvoyFilters kept: %s", len(d.problems), text)
+	c.event(cm, corev1.EventTypeWarning, "InvalidConfig", "%d problem(s), last good EnvoyFilters kept: %s", len(d.Problems), text)
 }
 
 // event records an Event on the ConfigMap. Messages carry paths and

@@ -42,7 +42,7 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, status map[string]strin
 			// status it left.
 			since, _ = time.Parse(time.RFC3339, status["lastAppliedTime"])
 		}
-		t.Track(rollout.Generation{Version: hash, Since: since, Scope: rollout.ScopeOf(c.st.applied.desired, c.cfg.RootNamespace)})
+		t.Track(rollout.Generation{Version: hash, Since: since, Scope: rollout.ScopeOf(c.st.applied.Set, c.cfg.RootNamespace)})
 	}
 	st := t.Status()
 	if st == nil || st.Version != hash {

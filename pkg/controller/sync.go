@@ -14,17 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/plan"
-	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 // state is what the worker remembers between syncs of one term.
 type state struct {
-	// applied is the last valid document's decision: kept (and restored
-	// on drift) while the document is invalid. nil before the term has
-	// seen a valid document.
-	applied *decision
+	// applied is the last decision delivered: kept (and restored on
+	// drift) while the document is invalid. nil before the term has
+	// delivered anything.
+	applied *decide.Decision
 	// secrets are the current document's secret values, scrubbed from
 	// every message.
 	secrets []string
@@ -53,40 +52,6 @@ type state struct {
 	lastGoodHash string
 }
 
-// decision is what the document asks for.
-type decision struct {
-	// desired is the set of EnvoyFilters to converge to, and keys their
-	// section keys.
-	desired []*envoyfilter.Object
-	keys    map[string]string
-	// problems is nil when the document is valid; otherwise desired is
-	// the last valid document's set (or nil: leave everything alone).
-	problems []*fielderr.Error
-	// diff is the change from the last applied document.
-	diff render.Diff
-	// warnings are what the items say about the valid document.
-	warnings []*fielderr.Error
-}
-
-// decide turns the ConfigMap into the desired set, given the last applied
-// decision (nil when none). It writes nothing; its only memory is the
-// renderer's cache of built items, which changes no result.
-func decide(m *render.Renderer, cm *corev1.ConfigMap, applied *decision) (decision, []string) {
-	res := m.FromConfigMap(cm.Data)
-	var before map[string]string
-	if applied != nil {
-		before = applied.keys
-	}
-	if !res.Valid() {
-		d := decision{problems: res.Problems}
-		if applied != nil {
-			d.desired, d.keys = applied.desired, applied.keys
-		}
-		return d, res.Secrets
-	}
-	return decision{desired: res.Objects, keys: res.Keys, diff: render.Compare(before, res.Keys), warnings: res.Warnings}, res.Secrets
-}
-
 // Sync reads the ConfigMap, decides the desired EnvoyFilters, converges
 // the live ones to them and reports.
 func (c *Controller) Sync(ctx context.Context) (err error) {
@@ -111,34 +76,38 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 		return fmt.Errorf("read configmap: %w", err)
 	}
 
-	d, secrets := decide(c.renderer, cm, c.st.applied)
-	if d.problems != nil && c.st.applied == nil && !c.st.lastGoodRead {
-		// Invalid from the term's start: the stored last good document
-		// is what to keep (and to restore on drift).
-		c.st.lastGoodRead = true
-		lg, err := c.lastGood(ctx)
-		if err != nil {
-			return err
-		}
-		if lg != nil {
-			c.st.applied = lg
-			d.desired, d.keys = lg.desired, lg.keys
+	in := decide.Input{Data: cm.Data}
+	if c.st.applied != nil {
+		in.Applied = c.st.applied.Applied()
+	}
+	if !c.st.lastGoodRead {
+		// Asked at most once a term: when the term starts on an invalid
+		// document.
+		in.LastGood = func() (map[string]string, error) {
+			c.st.lastGoodRead = true
+			return ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
 		}
 	}
-	if d.problems == nil {
-		c.st.secrets = secrets
+	d, err := decide.Decide(c.renderer, in)
+	if err != nil {
+		return err
+	}
+	if d.Valid() {
+		c.st.secrets = d.Secrets
 	} else {
 		result = "invalid"
 	}
 	var writes []string
-	if !c.cfg.ReportOnly && (d.problems == nil || c.st.applied != nil) {
-		// An invalid document before any valid one in this term leaves
-		// the live EnvoyFilters alone: they are the last good state.
-		writes, err = c.converge(ctx, d.desired)
+	if !c.cfg.ReportOnly && d.Deliver() {
+		// An invalid document with nothing to keep leaves the live
+		// EnvoyFilters alone: they are the last good state.
+		writes, err = c.converge(ctx, d.Set)
 	}
-	if d.problems == nil && err == nil {
+	if err == nil && (d.Source == decide.Document || d.Source == decide.LastGood) {
 		c.st.applied = &d
-		if serr := c.storeLastGood(ctx, cm, d.desired); serr != nil {
+	}
+	if d.Source == decide.Document && err == nil {
+		if serr := c.storeLastGood(ctx, cm, d.Set); serr != nil {
 			c.log.Warn("last good document not stored", "err", c.scrub(serr.Error()))
 		}
 	}
@@ -182,7 +151,7 @@ func (c *Controller) syncDeleted(ctx context.Context, result *string) error {
 		*result = "applied"
 		c.log.Info("ConfigMap deleted; pruned", "writes", writes)
 	}
-	c.st.applied = &decision{}
+	c.st.applied = &decide.Decision{Source: decide.Pruned}
 	c.metrics.ManagedFilters.Set(0)
 	status["message"] = "the ConfigMap is gone; the EnvoyFilters were removed (--prune-on-delete)"
 	return c.writeStatus(ctx, status)

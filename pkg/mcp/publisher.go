@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
@@ -44,6 +45,7 @@ type Publisher struct {
 	// touched only by Run's goroutine
 	published     bool
 	publishedHash string
+	applied       *decide.Applied
 }
 
 // Metrics are the MCP server's Prometheus metrics.
@@ -73,10 +75,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// NewPublisher returns a publisher; give its Observer to the Server and
-// call Changed from the ConfigMap informer's handlers.
-func NewPublisher(metrics *Metrics) *Publisher {
-	return &Publisher{renderer: render.New(), metrics: metrics, signal: make(chan struct{}, 1)}
+// NewPublisher returns a publisher deciding with renderer r (the
+// process's; a new one when nil); give its Observer to the Server and call
+// Changed from the ConfigMap informer's handlers.
+func NewPublisher(metrics *Metrics, r *render.Renderer) *Publisher {
+	if r == nil {
+		r = render.New()
+	}
+	return &Publisher{renderer: r, metrics: metrics, signal: make(chan struct{}, 1)}
 }
 
 // Changed asks for the ConfigMap to be read and published again.
@@ -102,60 +108,42 @@ func (p *Publisher) Run(ctx context.Context) {
 }
 
 func (p *Publisher) publishOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in := decide.Input{Applied: p.applied, PruneOnDelete: p.PruneOnDelete}
+	if p.LastGood != nil {
+		in.LastGood = func() (map[string]string, error) { return p.LastGood(ctx) }
+	}
 	cm, err := p.ConfigMaps.ConfigMaps(p.Namespace).Get(p.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		switch {
-		case p.PruneOnDelete:
-			p.publish(nil)
-		case !p.published:
-			if !p.publishLastGood() {
-				p.publish(nil)
-			}
-		}
+		in.Missing = true
 	case err != nil:
 		p.Log.Error("mcp: read configmap", "err", err)
+		return
 	default:
-		res := p.renderer.FromConfigMap(cm.Data)
-		p.mu.Lock()
-		p.secrets = res.Secrets
-		p.mu.Unlock()
-		if !res.Valid() {
-			// The controller reports the problems; keep serving the last
-			// good set, or start serving the stored one.
-			if !p.published {
-				p.publishLastGood()
-			}
-			return
-		}
-		p.publish(res.Objects)
+		in.Data = cm.Data
 	}
-}
-
-// publishLastGood publishes the stored last good document's set, and
-// reports whether there was one that renders.
-func (p *Publisher) publishLastGood() bool {
-	if p.LastGood == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	data, err := p.LastGood(ctx)
+	d, err := decide.Decide(p.renderer, in)
 	if err != nil {
 		p.Log.Error("mcp: read the last good document", "err", err)
-		return false
 	}
-	if data == nil {
-		return false
+	p.mu.Lock()
+	p.secrets = d.Secrets
+	p.mu.Unlock()
+	switch {
+	case d.Deliver():
+		if d.Source == decide.LastGood {
+			p.Log.Info("mcp: the document is not usable; serving the stored last good one")
+		}
+		p.publish(d.Set)
+		p.applied = d.Applied()
+	case in.Missing && !p.published:
+		// No ConfigMap and nothing stored: an empty set lets istiod start.
+		p.publish(nil)
 	}
-	res := p.renderer.FromConfigMap(data)
-	if !res.Valid() {
-		p.Log.Warn("mcp: the stored last good document no longer renders; ignored", "problems", len(res.Problems))
-		return false
-	}
-	p.Log.Info("mcp: the document is not usable; serving the stored last good one")
-	p.publish(res.Objects)
-	return true
+	// Otherwise the document is invalid: the controller reports the
+	// problems; istiod keeps the last good set (or waits for a valid one).
 }
 
 func (p *Publisher) publish(objs []*envoyfilter.Object) {

@@ -29,7 +29,7 @@ func publisherWith(t *testing.T, doc, lastGood string) *Publisher {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := NewPublisher(NewMetrics(prometheus.NewRegistry()))
+	p := NewPublisher(NewMetrics(prometheus.NewRegistry()), nil)
 	p.ConfigMaps, p.Namespace, p.Name, p.Log = corelisters.NewConfigMapLister(idx), "istio-system", "global-config", log
 	p.Server = NewServer(log, p.Observer())
 	p.LastGood = func(context.Context) (map[string]string, error) {

@@ -32,6 +32,8 @@ type Options struct {
 	// ManageCert creates and rotates the certificate; false reads a Secret
 	// that something else (cert-manager) keeps, and leaves caBundle alone.
 	ManageCert bool
+	// Renderer is the process's renderer (a new one when nil).
+	Renderer *render.Renderer
 }
 
 // rotationCheck is how often a running replica checks whether the serving
@@ -46,7 +48,11 @@ func Start(ctx context.Context, kube kubernetes.Interface, opts Options, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("webhook: listen %s: %w", opts.Addr, err)
 	}
-	srv := NewServer(&Handler{Log: log, Manager: render.New()})
+	r := opts.Renderer
+	if r == nil {
+		r = render.New()
+	}
+	srv := NewServer(&Handler{Log: log, Manager: r})
 	go func() {
 		if err := srv.Serve(ctx, ln); err != nil {
 			log.Error("webhook server stopped", "err", err)

@@ -1,0 +1,128 @@
+// Package decide is globalconfig's one decision path. From the global
+// ConfigMap's data, what this process delivered last and the stored last
+// good document, Decide says what every sink is to deliver: the document's
+// set, the last good set kept while the document is invalid, or nothing.
+// The controller (the kube sink, or report-only beside MCP) and the MCP
+// publisher both call it; the sinks only deliver. Decide writes nothing
+// and reads only through the function it is given.
+package decide
+
+import (
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/render"
+)
+
+// Source says where a decision's set comes from.
+type Source string
+
+// The sources.
+const (
+	// Document: the ConfigMap's document is valid; its set.
+	Document Source = "document"
+	// Kept: the document is invalid; the set this process delivered last.
+	Kept Source = "kept"
+	// LastGood: the document is invalid (or the ConfigMap is gone) and
+	// this process has delivered nothing yet; the stored last good
+	// document's set.
+	LastGood Source = "lastGood"
+	// Pruned: the ConfigMap is gone and PruneOnDelete asks for nothing.
+	Pruned Source = "pruned"
+	// None: nothing to deliver; sinks keep what they have.
+	None Source = ""
+)
+
+// Applied is what a sink delivered: the set and its section keys.
+type Applied struct {
+	Set  []*envoyfilter.Object
+	Keys map[string]string
+}
+
+// Input is what a decision is made of.
+type Input struct {
+	// Data is the global ConfigMap's data; Missing says the ConfigMap is
+	// gone.
+	Data    map[string]string
+	Missing bool
+	// Applied is what this process delivered last; nil before its first
+	// delivery (a start).
+	Applied *Applied
+	// LastGood reads the stored last good document's data (nil when there
+	// is none). It is asked only when there is nothing better.
+	LastGood func() (map[string]string, error)
+	// PruneOnDelete: a missing ConfigMap asks for no EnvoyFilters.
+	PruneOnDelete bool
+}
+
+// Decision is what every sink is to deliver, and what to report.
+type Decision struct {
+	Source Source
+	// Set and Keys are what to deliver when Deliver() is true.
+	Set  []*envoyfilter.Object
+	Keys map[string]string
+	// Diff is the document's change from Applied (valid documents only).
+	Diff render.Diff
+	// Problems is nil when the document is valid (or missing).
+	Problems []*fielderr.Error
+	// Warnings are the items' warnings on a valid document.
+	Warnings []*fielderr.Error
+	// Secrets are the document's secret values, to scrub from messages.
+	Secrets []string
+}
+
+// Deliver reports whether the decision asks the sinks for a set (maybe
+// empty) rather than to keep what they have.
+func (d Decision) Deliver() bool { return d.Source != None }
+
+// Valid reports whether the ConfigMap's document was valid (or missing).
+func (d Decision) Valid() bool { return d.Problems == nil }
+
+// Applied is what a sink has once it delivered d.
+func (d Decision) Applied() *Applied { return &Applied{Set: d.Set, Keys: d.Keys} }
+
+// Decide makes the decision for in with the renderer r, whose cache of
+// built items changes no result. The error is LastGood's.
+func Decide(r *render.Renderer, in Input) (Decision, error) {
+	if in.Missing {
+		switch {
+		case in.PruneOnDelete:
+			return Decision{Source: Pruned, Keys: map[string]string{}}, nil
+		case in.Applied != nil:
+			return Decision{}, nil
+		}
+		return lastGood(r, in, Decision{})
+	}
+	res := r.FromConfigMap(in.Data)
+	if res.Valid() {
+		var before map[string]string
+		if in.Applied != nil {
+			before = in.Applied.Keys
+		}
+		return Decision{Source: Document, Set: res.Objects, Keys: res.Keys, Diff: render.Compare(before, res.Keys),
+			Warnings: res.Warnings, Secrets: res.Secrets}, nil
+	}
+	d := Decision{Problems: res.Problems, Secrets: res.Secrets}
+	if in.Applied != nil {
+		d.Source, d.Set, d.Keys = Kept, in.Applied.Set, in.Applied.Keys
+		return d, nil
+	}
+	return lastGood(r, in, d)
+}
+
+// lastGood is d delivering the stored last good document's set, or d
+// delivering nothing when there is none or it no longer renders.
+func lastGood(r *render.Renderer, in Input, d Decision) (Decision, error) {
+	if in.LastGood == nil {
+		return d, nil
+	}
+	data, err := in.LastGood()
+	if err != nil || data == nil {
+		return d, err
+	}
+	res := r.FromConfigMap(data)
+	if !res.Valid() {
+		return d, nil // after an upgrade, say: the copy is ignored
+	}
+	d.Source, d.Set, d.Keys = LastGood, res.Objects, res.Keys
+	return d, nil
+}
