@@ -106,15 +106,19 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	if err == nil && (d.Source == decide.Document || d.Source == decide.LastGood) {
 		c.st.applied = &d
 	}
-	if d.Source == decide.Document && err == nil {
-		if serr := c.storeLastGood(ctx, cm, d.Set); serr != nil {
-			c.log.Warn("last good document not stored", "err", c.scrub(serr.Error()))
-		}
-	}
 	if len(writes) > 0 && result != "invalid" {
 		result = "applied"
 	}
-	return c.report(ctx, cm, d, writes, err)
+	if rerr := c.report(ctx, cm, d, writes, err); rerr != nil {
+		return rerr
+	}
+	// After the status: the copy is for the next start.
+	if d.Source == decide.Document {
+		if err := c.storeLastGood(ctx, cm, d.Set); err != nil {
+			c.log.Warn("last good document not stored", "err", c.scrub(err.Error()))
+		}
+	}
+	return nil
 }
 
 // configMap reads the global ConfigMap: from the API server on the term's

@@ -67,6 +67,8 @@ func TestLifecycle(t *testing.T) {
 		f.waitStatus(func(st map[string]string) bool {
 			return st["state"] == "Applied" && st["errors"] == "" && contains(st["envoyFilters"], "istio-system/globalconfig-gzip") && st["lastAppliedHash"] != ""
 		})
+		// The metrics are set before the status is written.
+		m = f.metrics(ctl)
 		if m["globalconfig_config_valid"] != 1 || m["globalconfig_managed_envoyfilters"] != 3 {
 			t.Errorf("metrics: valid %v managed %v", m["globalconfig_config_valid"], m["globalconfig_managed_envoyfilters"])
 		}
