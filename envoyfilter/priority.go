@@ -8,12 +8,12 @@ import networking "istio.io/api/networking/v1alpha3"
 //
 // Istio applies the EnvoyFilters of one context in ascending priority (ties
 // by creation time, then name, which a re-created object would reorder), so
-// every item gets a priority of its own within its stage's range, chosen so
-// that the stage's filters stand in the chain in name order: an item
-// inserted before the router by a later EnvoyFilter sits closer to the
-// router, and one inserted first by a later EnvoyFilter sits closer to the
-// front, so the registry counts up for the one and down for the other. A
-// stage holds at most StageWidth items.
+// every item gets a priority of its own within its stage's range: its
+// slot's (At), which its registration names. The stage's filters stand in
+// the chain in slot order: an item inserted before the router by a later
+// EnvoyFilter sits closer to the router, and one inserted first by a later
+// EnvoyFilter sits closer to the front, so At counts up for the one and
+// down for the other. A stage has StageWidth slots.
 //
 // Where a filter stands is what it does. Requests pass the HTTP filters in
 // chain order; responses pass them in reverse. So a filter at the front
@@ -43,9 +43,23 @@ func (at Position) Descending() bool {
 	return at.Operation == networking.EnvoyFilter_Patch_INSERT_FIRST
 }
 
-// StageWidth is the priority gap between stages: the most items a stage
-// can hold.
+// StageWidth is the priority gap between stages: the slots of a stage.
 const StageWidth = 10
+
+// At is the placement of slot slot of the stage: slot 0 is the first of
+// the stage's filters in the chain. An item declares its slot by what it
+// does there (items.Registration.Slot), so its priority never depends on
+// which other items exist or how they are named. Istio applies the
+// EnvoyFilters of a context in ascending priority; an INSERT_FIRST stage
+// counts down, since each insert at the front goes before the ones
+// applied before it.
+func (st Stage) At(slot int) Placement {
+	p := st.Priority + int32(slot)
+	if st.Insert.Descending() {
+		p = st.Priority + StageWidth - 1 - int32(slot)
+	}
+	return Placement{Priority: p, Insert: st.Insert}
+}
 
 // The two positions. beforeRouter is immediately before the router, which
 // every HTTP connection manager has; first is the front of the chain.

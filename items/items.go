@@ -42,9 +42,17 @@ type Registration struct {
 	// Summary is one line for `globalconfig items` and the JSON Schema.
 	Summary string
 	// Stage is the item's layer, from the table in envoyfilter/priority.go:
-	// it decides the EnvoyFilter's priority and where inserted HTTP
+	// it decides the EnvoyFilter's priority range and where inserted HTTP
 	// filters go.
 	Stage envoyfilter.Stage
+	// Slot is the item's place in its stage, 0 to StageWidth-1, chosen
+	// for what it does there: slot 0's filters come first in the chain.
+	// No two items share a slot; the priority follows from the slot alone
+	// (Stage.At), so adding or renaming an item never moves another.
+	Slot int
+	// Purpose says why the item sits in its slot, for `globalconfig
+	// items` and the docs: "refuses requests by client address".
+	Purpose string
 	// EnabledByDefault says whether a section present in the document
 	// generates its EnvoyFilter without `enable: true`.
 	EnabledByDefault bool
@@ -70,28 +78,9 @@ func (r Registration) NewItem() Item {
 	return it
 }
 
-// Placement is where the item's EnvoyFilter goes: its stage's priority
-// plus its rank by name among the stage's items (counted from the end
-// when the stage inserts at the front, so the chain is in name order),
-// and the stage's insert position. It is only meaningful once every item has registered (after
-// init).
-func (r Registration) Placement() envoyfilter.Placement {
-	mu.RLock()
-	defer mu.RUnlock()
-	rank, size := int32(0), int32(0)
-	for name, other := range registry {
-		if other.Stage.Name == r.Stage.Name {
-			size++
-			if name < r.Name {
-				rank++
-			}
-		}
-	}
-	if r.Stage.Insert.Descending() {
-		rank = size - 1 - rank
-	}
-	return envoyfilter.Placement{Priority: r.Stage.Priority + rank, Insert: r.Stage.Insert}
-}
+// Placement is where the item's EnvoyFilter goes: its slot's priority in
+// its stage, and the stage's insert position.
+func (r Registration) Placement() envoyfilter.Placement { return r.Stage.At(r.Slot) }
 
 var (
 	mu       sync.RWMutex
@@ -100,7 +89,8 @@ var (
 
 // Register adds an item. It is meant to be called from init(); an empty
 // name, a missing factory or stage, an item that does not embed Toggle, a
-// full stage or a name registered twice panics, because each is a
+// slot out of range, taken or without a purpose, or a name registered
+// twice panics, because each is a
 // programming error that must not reach a running controller.
 func Register(r Registration) {
 	if r.Name == "" {
@@ -123,14 +113,16 @@ func Register(r Registration) {
 	if _, dup := registry[r.Name]; dup {
 		panic(fmt.Sprintf("items: %q registered twice", r.Name))
 	}
-	inStage := 0
-	for _, other := range registry {
-		if other.Stage.Name == r.Stage.Name {
-			inStage++
-		}
+	if r.Slot < 0 || r.Slot >= envoyfilter.StageWidth {
+		panic(fmt.Sprintf("items: %q: slot %d of stage %s is not between 0 and %d", r.Name, r.Slot, r.Stage.Name, envoyfilter.StageWidth-1))
 	}
-	if inStage >= envoyfilter.StageWidth {
-		panic(fmt.Sprintf("items: stage %s is full (%d items); add a stage in envoyfilter/priority.go", r.Stage.Name, inStage))
+	if r.Purpose == "" {
+		panic(fmt.Sprintf("items: %q has no Purpose for its slot", r.Name))
+	}
+	for name, other := range registry {
+		if other.Stage.Name == r.Stage.Name && other.Slot == r.Slot {
+			panic(fmt.Sprintf("items: %q and %q share slot %d of stage %s; take a free one", r.Name, name, r.Slot, r.Stage.Name))
+		}
 	}
 	registry[r.Name] = r
 }

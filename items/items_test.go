@@ -30,7 +30,7 @@ func mustPanic(t *testing.T, want string, f func()) {
 func TestRegister(t *testing.T) {
 	newFake := func() items.Item { return &fake{} }
 	stage := envoyfilter.StageHeaders
-	items.Register(items.Registration{Name: "test-fake", Stage: stage, EnabledByDefault: true, New: newFake})
+	items.Register(items.Registration{Name: "test-fake", Stage: stage, Slot: 9, Purpose: "tests", EnabledByDefault: true, New: newFake})
 	r, ok := items.Lookup("test-fake")
 	if !ok || r.New() == nil {
 		t.Fatal("registered item not found")
@@ -59,35 +59,47 @@ func (notToggled) Enabled() bool                       { return true }
 func (notToggled) Validate() error                     { return nil }
 func (notToggled) Build() ([]envoyfilter.Patch, error) { return nil, nil }
 
-// Items of one stage get priorities of their own, in name order, and the
-// stage's insert position; a full stage is refused.
+// An item's placement is its slot's, whoever else registers: slots count
+// up before the router and down at the front of the chain, so the chain
+// stands in slot order either way; a slot taken, out of range or without
+// a purpose is refused.
 func TestPlacement(t *testing.T) {
+	fakeItem := func() items.Item { return &fake{} }
 	for _, c := range []struct {
 		stage envoyfilter.Stage // empty in this test binary
-		ranks map[string]int32
+		want  map[int]int32     // slot → priority offset
 	}{
-		// Inserted before the router: a later item sits closer to it.
-		{envoyfilter.StageObservability, map[string]int32{"b": 0, "c": 1, "d": 2}},
-		// Inserted first: a later item sits in front, so ranks count down.
-		{envoyfilter.StageCompression, map[string]int32{"b": 2, "c": 1, "d": 0}},
+		// Inserted before the router: a later slot sits closer to it.
+		{envoyfilter.StageObservability, map[int]int32{0: 0, 3: 3, 9: 9}},
+		// Inserted first: slot 0 is applied last, so it stands in front.
+		{envoyfilter.StageCompression, map[int]int32{0: 9, 3: 6, 9: 0}},
 	} {
 		prefix := "test-" + strings.ToLower(c.stage.Name) + "-"
-		for _, name := range []string{"c", "b", "d"} {
-			items.Register(items.Registration{Name: prefix + name, Stage: c.stage, New: func() items.Item { return &fake{} }})
-		}
-		for name, rank := range c.ranks {
-			r, _ := items.Lookup(prefix + name)
-			if got := r.Placement(); got.Priority != c.stage.Priority+rank || got.Insert != c.stage.Insert {
-				t.Errorf("%s: placement %+v, want priority %d", r.Name, got, c.stage.Priority+rank)
+		for slot, offset := range c.want {
+			name := fmt.Sprintf("%s%d", prefix, slot)
+			items.Register(items.Registration{Name: name, Stage: c.stage, Slot: slot, Purpose: "tests", New: fakeItem})
+			r, _ := items.Lookup(name)
+			if got := r.Placement(); got.Priority != c.stage.Priority+offset || got.Insert != c.stage.Insert {
+				t.Errorf("%s: placement %+v, want priority %d", r.Name, got, c.stage.Priority+offset)
 			}
 		}
+		// Another item in a free slot moves no one.
+		before, _ := items.Lookup(prefix + "3")
+		items.Register(items.Registration{Name: prefix + "x", Stage: c.stage, Slot: 4, Purpose: "tests", New: fakeItem})
+		if after, _ := items.Lookup(prefix + "3"); after.Placement() != before.Placement() {
+			t.Errorf("registering another item moved %s", before.Name)
+		}
 	}
-	full := envoyfilter.StageConnection
-	for i := range envoyfilter.StageWidth {
-		items.Register(items.Registration{Name: fmt.Sprintf("test-full-%d", i), Stage: full, New: func() items.Item { return &fake{} }})
-	}
-	mustPanic(t, "is full", func() {
-		items.Register(items.Registration{Name: "test-one-too-many", Stage: full, New: func() items.Item { return &fake{} }})
+	st := envoyfilter.StageConnection
+	items.Register(items.Registration{Name: "test-slot-1", Stage: st, Slot: 7, Purpose: "tests", New: fakeItem})
+	mustPanic(t, "share slot 7", func() {
+		items.Register(items.Registration{Name: "test-slot-2", Stage: st, Slot: 7, Purpose: "tests", New: fakeItem})
+	})
+	mustPanic(t, "not between 0 and 9", func() {
+		items.Register(items.Registration{Name: "test-slot-3", Stage: st, Slot: envoyfilter.StageWidth, Purpose: "tests", New: fakeItem})
+	})
+	mustPanic(t, "no Purpose", func() {
+		items.Register(items.Registration{Name: "test-slot-4", Stage: st, Slot: 8, New: fakeItem})
 	})
 }
 

@@ -59,6 +59,8 @@ func init() {
 		Name:             Name,
 		Summary:          "A file access log, text or JSON, optionally filtered by status code.",
 		Stage:            envoyfilter.StageObservability,
+		Slot:             0,
+		Purpose:          "logs each request",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &AccessLog{Path: DefaultPath} },
 	})

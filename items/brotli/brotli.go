@@ -52,6 +52,8 @@ func init() {
 		Name:             Name,
 		Summary:          "brotli compression of responses.",
 		Stage:            envoyfilter.StageCompression,
+		Slot:             0,
+		Purpose:          "compresses responses (br)",
 		EnabledByDefault: true,
 		New:              New,
 		Needs:            []items.Need{compression.Need},

@@ -55,6 +55,8 @@ func init() {
 		Name:             Name,
 		Summary:          "Client address detection: PROXY protocol on gateways; trusted X-Forwarded-For ranges and a client-IP header on sidecars.",
 		Stage:            envoyfilter.StageConnection,
+		Slot:             0,
+		Purpose:          "finds the client address (PROXY protocol, trusted proxies) before anything reads it",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &ClientIP{} },
 	})

@@ -104,6 +104,8 @@ func init() {
 		Name:             Name,
 		Summary:          "Custom error pages by status (ingress-nginx custom-http-errors): bodies for Envoy's own replies, and replacements of error responses.",
 		Stage:            envoyfilter.StageTrafficPolicy,
+		Slot:             0,
+		Purpose:          "replaces error responses; first, so its pages are still compressed and it sees every reply",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &CustomErrors{} },
 	})

@@ -83,6 +83,8 @@ func init() {
 		Name:             Name,
 		Summary:          "Client-side connection settings: timeouts, header and buffer limits, HTTP/2 (Higress-compatible).",
 		Stage:            envoyfilter.StageConnection,
+		Slot:             1,
+		Purpose:          "limits and times the client connections",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Downstream{} },
 	})

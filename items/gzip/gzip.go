@@ -57,6 +57,8 @@ func init() {
 		Name:             Name,
 		Summary:          "gzip compression of responses (Higress-compatible).",
 		Stage:            envoyfilter.StageCompression,
+		Slot:             1,
+		Purpose:          "compresses responses (gzip)",
 		EnabledByDefault: true,
 		New:              New,
 		Needs:            []items.Need{compression.Need},

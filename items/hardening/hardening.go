@@ -69,6 +69,8 @@ func init() {
 		Name:             Name,
 		Summary:          "HTTP hardening: path normalization, merged and escaped slashes, headers with underscores, connection and stream lifetimes, a connection limit.",
 		Stage:            envoyfilter.StageConnection,
+		Slot:             2,
+		Purpose:          "normalizes paths and headers and caps connections",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Hardening{} },
 	})

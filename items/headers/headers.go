@@ -92,6 +92,8 @@ func init() {
 		Name:             Name,
 		Summary:          "Header policy: x-envoy headers, x-real-ip, server header, request ids, X-Forwarded-For, response headers.",
 		Stage:            envoyfilter.StageHeaders,
+		Slot:             0,
+		Purpose:          "sets request and response headers",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Headers{} },
 		TopLevel:         map[string]string{"disableXEnvoyHeaders": "disableXEnvoyHeaders", "addXRealIpHeader": "addXRealIpHeader"},

@@ -90,6 +90,8 @@ func init() {
 		Name:             Name,
 		Summary:          "Client address allow and deny lists (403) and connection deny lists (closed before HTTP), through Envoy's RBAC filters.",
 		Stage:            envoyfilter.StageTrafficPolicy,
+		Slot:             1,
+		Purpose:          "refuses requests by client address, before they cost a token",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &IPAccess{} },
 	})

@@ -117,6 +117,8 @@ func init() {
 		Name:             Name,
 		Summary:          "Token buckets per proxy, global, per client address and per header value; requests over a limit are answered 429.",
 		Stage:            envoyfilter.StageTrafficPolicy,
+		Slot:             2,
+		Purpose:          "refuses requests over the rate, before their body is buffered",
 		EnabledByDefault: true,
 		New: func() items.Item {
 			return &LocalRateLimit{

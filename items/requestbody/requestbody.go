@@ -29,6 +29,8 @@ func init() {
 		Name:             Name,
 		Summary:          "A maximum request body size; larger requests are answered 413.",
 		Stage:            envoyfilter.StageTrafficPolicy,
+		Slot:             3,
+		Purpose:          "refuses bodies over the size",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &RequestBody{} },
 	})

@@ -162,6 +162,8 @@ func init() {
 		Name:             Name,
 		Summary:          "TLS versions, cipher suites and key exchange groups of the gateway's HTTPS ports, and HSTS on their responses.",
 		Stage:            envoyfilter.StageConnection,
+		Slot:             3,
+		Purpose:          "sets the TLS policy of the listeners that terminate TLS",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &TLS{Ports: slices.Clone(DefaultPorts)} },
 	})

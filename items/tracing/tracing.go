@@ -145,6 +145,8 @@ func init() {
 		Name:    Name,
 		Summary: "Distributed tracing: provider, sampling and custom tags (Higress-compatible).",
 		Stage:   envoyfilter.StageObservability,
+		Slot:    1,
+		Purpose: "traces each request",
 		// Higress's default: tracing is off until `enable: true`.
 		EnabledByDefault: false,
 		New:              New,

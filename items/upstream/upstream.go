@@ -34,6 +34,8 @@ func init() {
 		Name:             Name,
 		Summary:          "Service-side connection settings: idle and connect timeouts, buffer limits, requests per connection (Higress-compatible).",
 		Stage:            envoyfilter.StageConnection,
+		Slot:             4,
+		Purpose:          "tunes the connections to the services",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Upstream{} },
 	})

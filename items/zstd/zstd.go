@@ -46,6 +46,8 @@ func init() {
 		Name:             Name,
 		Summary:          "zstd compression of responses.",
 		Stage:            envoyfilter.StageCompression,
+		Slot:             2,
+		Purpose:          "compresses responses (zstd)",
 		EnabledByDefault: true,
 		New:              New,
 		Needs:            []items.Need{compression.Need},

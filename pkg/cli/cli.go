@@ -320,6 +320,7 @@ func listItems(args []string, env Env) int {
 			fmt.Fprintln(env.Stdout)
 		}
 		fmt.Fprintf(env.Stdout, "# %s — %s\n", r.Name, r.Summary)
+		fmt.Fprintf(env.Stdout, "# stage %s, slot %d: %s\n", r.Stage.Name, r.Slot, r.Purpose)
 		for _, line := range r.Support() {
 			fmt.Fprintf(env.Stdout, "# %s\n", line)
 		}
