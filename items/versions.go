@@ -57,3 +57,43 @@ func NeedsMsg(envoy envoyfilter.Version) string {
 	}
 	return fmt.Sprintf("needs Envoy %s or newer, which no Istio release globalconfig knows ships", envoy)
 }
+
+// StageTable is docs/reference.md's table of the stages and the items in
+// each, by slot, in Markdown: the order Istio applies them, and where each
+// item's HTTP filters go in the chain.
+func StageTable() string {
+	var b strings.Builder
+	b.WriteString("| stage | priorities | HTTP filters go | slot: item, what it does there |\n|---|---|---|---|\n")
+	for _, st := range envoyfilter.Stages() {
+		var slots []string
+		for slot := range envoyfilter.StageWidth {
+			for _, r := range All() {
+				if r.Stage.Name == st.Name && r.Slot == slot {
+					slots = append(slots, fmt.Sprintf("%d: `%s`, %s (priority %d)", slot, r.Name, r.Purpose, r.Placement().Priority))
+				}
+			}
+		}
+		where := "before the router"
+		if st.Insert.Descending() {
+			where = "to the front of the chain"
+		}
+		fmt.Fprintf(&b, "| `%s` | %d–%d | %s | %s |\n", st.Name, st.Priority, st.Priority+envoyfilter.StageWidth-1, where, strings.Join(slots, "<br>"))
+	}
+	return b.String()
+}
+
+// ItemList is the README's list of the items, in the order Istio applies
+// them (stage, then slot).
+func ItemList() string {
+	var names []string
+	for _, st := range envoyfilter.Stages() {
+		for slot := range envoyfilter.StageWidth {
+			for _, r := range All() {
+				if r.Stage.Name == st.Name && r.Slot == slot {
+					names = append(names, "`"+r.Name+"`")
+				}
+			}
+		}
+	}
+	return strings.Join(names, ", ") + "\n"
+}

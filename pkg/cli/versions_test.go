@@ -12,7 +12,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/cli"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/versions.md's generated tables")
+var update = flag.Bool("update", false, "rewrite the generated parts of README.md and docs/")
 
 // releasesTable is docs/versions.md's table of Istio releases and their Envoy.
 func releasesTable() string {
@@ -32,36 +32,49 @@ func releasesTable() string {
 	return b.String()
 }
 
-// docs/versions.md's version tables are generated from envoyfilter.Releases and
-// the items' registrations: go test ./pkg/cli -update rewrites them.
-func TestReadmeVersionTables(t *testing.T) {
-	const path = "../../docs/versions.md"
-	readme, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := string(readme)
-	for _, tbl := range []struct{ marker, body string }{
-		{"istio releases", releasesTable()},
-		{"istio compatibility", items.CompatibilityTable()},
+// The generated parts of the docs come from envoyfilter.Releases and the
+// items' registrations: go test ./pkg/cli -update (make docs) rewrites
+// them, so a new item shows in every list and table by itself.
+func TestGeneratedDocs(t *testing.T) {
+	for _, file := range []struct {
+		path   string
+		tables []struct{ marker, body string }
+	}{
+		{"../../docs/versions.md", []struct{ marker, body string }{
+			{"istio releases", releasesTable()},
+			{"istio compatibility", items.CompatibilityTable()},
+		}},
+		{"../../docs/reference.md", []struct{ marker, body string }{
+			{"stages", items.StageTable()},
+		}},
+		{"../../README.md", []struct{ marker, body string }{
+			{"items", items.ItemList()},
+		}},
 	} {
-		begin, end := "<!-- "+tbl.marker+": begin -->\n", "<!-- "+tbl.marker+": end -->"
-		i, j := strings.Index(got, begin), strings.Index(got, end)
-		if i < 0 || j < i {
-			t.Fatalf("docs/versions.md lacks the %q markers", tbl.marker)
-		}
-		got = got[:i+len(begin)] + tbl.body + got[j:]
-	}
-	if got == string(readme) {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+		data, err := os.ReadFile(file.path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return
+		got := string(data)
+		for _, tbl := range file.tables {
+			begin, end := "<!-- "+tbl.marker+": begin -->\n", "<!-- "+tbl.marker+": end -->"
+			i, j := strings.Index(got, begin), strings.Index(got, end)
+			if i < 0 || j < i {
+				t.Fatalf("%s lacks the %q markers", file.path, tbl.marker)
+			}
+			got = got[:i+len(begin)] + tbl.body + got[j:]
+		}
+		if got == string(data) {
+			continue
+		}
+		if *update {
+			if err := os.WriteFile(file.path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s's generated parts are stale; run make docs", file.path)
 	}
-	t.Error("docs/versions.md's version tables are stale; run go test ./pkg/cli -update")
 }
 
 // `globalconfig items` says which Istio releases understand each item, and
