@@ -327,11 +327,13 @@ func readResponse(conn net.Conn) (*response, error) {
 	return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
 }
 
-// downstream: the request header size limit (431), and the request
-// headers timeout and idle timeout closing slow and idle connections.
+// downstream: the request header size limit (431); the request headers
+// timeout answers 408 to headers that never finish; the idle timeout
+// closes a connection that sends nothing. Each timeout is tested with the
+// other one long, so that neither can pass for the other.
 func TestDownstreamLimits(t *testing.T) {
 	ctx := setup(t)
-	use(ctx, t, "downstream:\n  maxRequestHeadersKb: 2\n  requestHeadersTimeout: 1s\n  idleTimeout: 2s\n")
+	use(ctx, t, "downstream:\n  maxRequestHeadersKb: 2\n  requestHeadersTimeout: 1s\n  idleTimeout: 30s\n")
 	each(t, func(t *testing.T, g *gw) {
 		if r := mustGet(ctx, t, g.url("/echo"), map[string]string{"x-big": strings.Repeat("a", 3000)}); r.status != 431 {
 			t.Errorf("3 KB header over a 2 KiB limit: status %d, want 431", r.status)
@@ -339,21 +341,31 @@ func TestDownstreamLimits(t *testing.T) {
 		if r := mustGet(ctx, t, g.url("/echo"), map[string]string{"x-big": strings.Repeat("a", 1000)}); r.status != 200 {
 			t.Errorf("1 KB header: status %d", r.status)
 		}
-		addr := net.JoinHostPort(g.ip, strconv.Itoa(httpPort))
-		// Headers never finished: Envoy gives up after 1 s.
-		start := time.Now()
-		closedAfter(t, addr, "GET /echo HTTP/1.1\r\nHost: proxy.test\r\n", 1*time.Second, 4*time.Second)
-		t.Logf("unfinished headers: closed after %v", time.Since(start).Round(10*time.Millisecond))
-		// An idle connection (no request at all) closes after 2 s.
-		closedAfter(t, addr, "", 2*time.Second, 6*time.Second)
+		// Headers never finished: Envoy answers 408 and closes. (It fires
+		// about 2 s after a 1 s setting: its timers are coarse.)
+		got, took := closedAfter(t, g, "GET /echo HTTP/1.1\r\nHost: proxy.test\r\n", 1*time.Second, 5*time.Second)
+		if !strings.HasPrefix(got, "HTTP/1.1 408") || !strings.Contains(got, "request header timeout") {
+			t.Errorf("unfinished headers got %q, want Envoy's 408", got)
+		}
+		t.Logf("unfinished headers: 408 after %v", took.Round(10*time.Millisecond))
+	})
+	use(ctx, t, "downstream:\n  idleTimeout: 2s\n")
+	each(t, func(t *testing.T, g *gw) {
+		// A connection that sends nothing is closed, with no answer.
+		got, took := closedAfter(t, g, "", 2*time.Second, 6*time.Second)
+		if got != "" {
+			t.Errorf("an idle connection got %q", got)
+		}
+		t.Logf("idle connection: closed after %v", took.Round(10*time.Millisecond))
 	})
 }
 
-// closedAfter opens a connection to addr, writes send, and requires the
-// gateway to close it no sooner than min and no later than max.
-func closedAfter(t *testing.T, addr, send string, min, max time.Duration) {
+// closedAfter opens a connection to g's HTTP listener, writes send, and
+// requires the gateway to close it no sooner than min and no later than
+// max; it returns what the gateway sent and when it closed.
+func closedAfter(t *testing.T, g *gw, send string, min, max time.Duration) (string, time.Duration) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(g.ip, strconv.Itoa(httpPort)), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,11 +377,12 @@ func closedAfter(t *testing.T, addr, send string, min, max time.Duration) {
 		}
 	}
 	_ = conn.SetReadDeadline(start.Add(max + time.Second))
-	_, _ = io.Copy(io.Discard, conn) // until the gateway closes, or the deadline
+	got, _ := io.ReadAll(conn) // until the gateway closes, or the deadline
 	took := time.Since(start)
 	if took < min-100*time.Millisecond || took > max {
 		t.Errorf("connection closed after %v, want between %v and %v", took.Round(10*time.Millisecond), min, max)
 	}
+	return string(got), took
 }
 
 // upstream: maxRequestsPerConnection 1 makes the gateway open a new
