@@ -189,6 +189,15 @@ func (*Tracing) Ranges() []items.Range {
 	return []items.Range{{Path: "sampling", Min: 0, Max: MaxSampling}}
 }
 
+// Warnings implements items.Warner: a serviceName zipkin does not send.
+func (t *Tracing) Warnings() error {
+	var p items.Problems
+	if t.ServiceName != "" && t.Zipkin != nil {
+		p.Addf("serviceName", "zipkin does not use it: Envoy's zipkin tracer names the service after the proxy's service cluster (istio-agent sets <app>.<namespace>, e.g. istio-ingressgateway.istio-system); serviceName applies to opentelemetry, skywalking and datadog")
+	}
+	return p.Err()
+}
+
 // Validate implements items.Item. Backend settings are only required when
 // tracing is enabled; values that are given are always checked.
 func (t *Tracing) Validate() error {
