@@ -145,6 +145,9 @@ const MaxPercent = 100
 func (*LocalRateLimit) Ranges() []items.Range {
 	return []items.Range{
 		{Path: "maxKeys", Min: 1, Max: MaxMaxKeys},
+		items.AtLeast("tokensPerFill", 1),
+		items.AtLeast("perClient.tokensPerFill", 1),
+		items.AtLeast("perHeader[].tokensPerFill", 1),
 		{Path: "filterEnabled", Min: 0, Max: MaxPercent},
 		{Path: "filterEnforced", Min: 0, Max: MaxPercent},
 	}
@@ -173,7 +176,7 @@ func (l *LocalRateLimit) Validate() error {
 	if l.MaxTokens < 1 && l.Enable && !keyed {
 		p.Addf("maxTokens", "is required and must be at least 1")
 	}
-	checkFill(&p, "", l.TokensPerFill, l.FillInterval.Duration)
+	checkFill(&p, "", l.FillInterval.Duration)
 	if l.MaxTokens < 1 && keyed {
 		// Without maxTokens there is no global bucket for these to shape.
 		if l.TokensPerFill > 1 {
@@ -216,15 +219,12 @@ func (l *LocalRateLimit) Validate() error {
 
 // checkFill is the one rule for a bucket's refill, global or keyed: path
 // is the bucket's path ("" for the global one).
-func checkFill(p *items.Problems, path string, tokensPerFill uint32, fillInterval time.Duration) {
+func checkFill(p *items.Problems, path string, fillInterval time.Duration) {
 	at := func(key string) string {
 		if path == "" {
 			return key
 		}
 		return path + "." + key
-	}
-	if tokensPerFill < 1 {
-		p.Addf(at("tokensPerFill"), "must be at least 1")
 	}
 	if fillInterval < MinFillInterval {
 		p.Addf(at("fillInterval"), "must be at least %v (Envoy's floor), got %v", MinFillInterval, fillInterval)
@@ -235,7 +235,7 @@ func (b *Bucket) validate(p *items.Problems, path string) {
 	if b.MaxTokens < 1 {
 		p.Addf(path+".maxTokens", "is required and must be at least 1")
 	}
-	checkFill(p, path, b.tokensPerFill(), b.fillInterval())
+	checkFill(p, path, b.fillInterval())
 }
 
 func (b *Bucket) tokensPerFill() uint32 {
