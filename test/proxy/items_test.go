@@ -315,16 +315,7 @@ func TestClientIPFromProxyProtocol(t *testing.T) {
 
 // readResponse reads one HTTP/1.1 response from conn.
 func readResponse(conn net.Conn) (*response, error) {
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+	return read(http.ReadResponse(bufio.NewReader(conn), nil))
 }
 
 // downstream: the request header size limit (431); the request headers

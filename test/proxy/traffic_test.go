@@ -49,7 +49,11 @@ func do(ctx context.Context, method, url string, headers map[string]string, body
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := client.Do(req)
+	return read(client.Do(req))
+}
+
+// read takes an HTTP response whole.
+func read(resp *http.Response, err error) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
