@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -132,7 +133,14 @@ func statusCommand(args []string, env Env) int {
 			rep.Rollout = r
 		}
 	}
-	last, _ := plan.ParseItems(rep.LastChange)
+	// The typed item diff; a status from before it has none, and then
+	// no item is marked.
+	var last plan.Items
+	if text := data[controller.LastChangeItemsKey]; text != "" {
+		if err := json.Unmarshal([]byte(text), &last); err != nil {
+			fmt.Fprintf(env.Stderr, "globalconfig status: %s: %v\n", controller.LastChangeItemsKey, err)
+		}
+	}
 	for _, l := range live {
 		item := StatusItem{Item: l.Labels[envoyfilter.LabelItem], EnvoyFilter: l.Name, Namespace: l.Namespace}
 		switch {

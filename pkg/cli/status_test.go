@@ -46,6 +46,7 @@ func statusCluster(t *testing.T, r *rollout.Status) *cluster {
 		"errors":          "gzip.chunkSize: must be between 4096 and 65536, got 100 (config.yaml line 3)\ngizp: unknown item; did you mean \"gzip\"? (config.yaml line 4)",
 		"warnings":        "",
 		"lastChange":      "changed gzip; removed brotli",
+		"lastChangeItems": `{"added":[],"changed":["gzip"],"removed":["brotli"]}`,
 		"lastAppliedTime": "2026-03-01T10:00:00Z",
 		"lastAppliedHash": "0123456789abcdef",
 		"envoyFilters":    "istio-system/globalconfig-gzip\nistio-system/globalconfig-zstd",

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/decide"
+	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
@@ -59,6 +61,10 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 	return c.writeStatus(ctx, status)
 }
 
+// LastChangeItemsKey is the status key holding the last change's item
+// diff as JSON (plan.Items): {"added":[…],"changed":[…],"removed":[…]}.
+const LastChangeItemsKey = "lastChangeItems"
+
 // statusOf is the status data for decision d.
 func (c *Controller) statusOf(d decide.Decision) map[string]string {
 	status := maps.Clone(c.st.status)
@@ -83,6 +89,12 @@ func (c *Controller) statusOf(d decide.Decision) map[string]string {
 			c.st.appliedHash, c.st.appliedAt = hash, now
 			if !a.Diff.Empty() {
 				status["lastChange"] = a.Diff.String()
+				// The same diff for tools, typed: nothing reads the
+				// sentence back.
+				typed, err := json.Marshal(plan.ItemsOf(a.Diff))
+				if err == nil {
+					status[LastChangeItemsKey] = string(typed)
+				}
 			}
 		}
 		status["envoyFilters"] = strings.Join(names, "\n")

@@ -268,8 +268,8 @@ func TestSyncWritesOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("a one-item edit wrote %v", w)
 	}
 	f.wantLive(edited)
-	if s := f.status(); s["lastChange"] != "changed gzip" {
-		t.Errorf("status lastChange %q, want %q", s["lastChange"], "changed gzip")
+	if s := f.status(); s["lastChange"] != "changed gzip" || s[LastChangeItemsKey] != `{"added":[],"changed":["gzip"],"removed":[]}` {
+		t.Errorf("status lastChange %q, %s %q; want %q and its typed form", s["lastChange"], LastChangeItemsKey, s[LastChangeItemsKey], "changed gzip")
 	}
 	// The cache still shows the old gzip: our own write must not be
 	// repeated.

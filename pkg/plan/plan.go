@@ -90,33 +90,6 @@ func (i Items) Empty() bool { return i.Diff().Empty() }
 // zstd", or "no item changed".
 func (i Items) String() string { return i.Diff().String() }
 
-// ParseItems reads back an item line (render.Diff.String), such as the
-// status ConfigMap's lastChange; ok is false when s is not one.
-func ParseItems(s string) (items Items, ok bool) {
-	items = ItemsOf(render.Diff{})
-	if s == (render.Diff{}).String() {
-		return items, true
-	}
-	for _, part := range strings.Split(s, "; ") {
-		verb, names, found := strings.Cut(part, " ")
-		if !found || names == "" {
-			return Items{}, false
-		}
-		list := strings.Split(names, ", ")
-		switch verb {
-		case "added":
-			items.Added = append(items.Added, list...)
-		case "changed":
-			items.Changed = append(items.Changed, list...)
-		case "removed":
-			items.Removed = append(items.Removed, list...)
-		default:
-			return Items{}, false
-		}
-	}
-	return items, true
-}
-
 // Change is one EnvoyFilter the plan writes.
 type Change struct {
 	Name      string `json:"name"`

@@ -184,22 +184,3 @@ func TestJSONShape(t *testing.T) {
 		t.Errorf("json %s, want %s", got, want)
 	}
 }
-
-func TestParseItems(t *testing.T) {
-	for _, d := range []render.Diff{
-		{},
-		{Added: []string{"brotli"}},
-		{Added: []string{"a", "b"}, Changed: []string{"gzip"}, Removed: []string{"x", "y", "zstd"}},
-		{Removed: []string{"zstd"}},
-	} {
-		items, ok := plan.ParseItems(d.String())
-		if !ok || items.String() != d.String() {
-			t.Errorf("ParseItems(%q) = %+v, %v", d.String(), items, ok)
-		}
-	}
-	for _, bad := range []string{"", "frobbed gzip", "changed"} {
-		if _, ok := plan.ParseItems(bad); ok {
-			t.Errorf("ParseItems(%q) is ok", bad)
-		}
-	}
-}
