@@ -103,8 +103,8 @@ func (c *Cluster) StartIstiodWith(ctx context.Context, o IstiodOptions) (*Istiod
 // UpstreamEnvoyIstiod is an istiod whose output an upstream Envoy (the
 // official build, without Istio's own extensions) loads: the switches of
 // every Istio-private extension pilot would put in a gateway's or a
-// sidecar's configuration are off. See the README's "Proven on a real
-// Envoy" for what this changes against a production istio-proxy.
+// sidecar's configuration are off. test/proxy/README.md says what this
+// changes against a production istio-proxy.
 func UpstreamEnvoyIstiod(name string) IstiodOptions {
 	return IstiodOptions{
 		Name: name,

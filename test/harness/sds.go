@@ -49,8 +49,12 @@ func StartSDS(certFile, keyFile string) (*SDSServer, error) {
 	return s, nil
 }
 
-// Close stops the server.
-func (s *SDSServer) Close() { s.srv.Stop() }
+// Close stops the server; a nil one is fine.
+func (s *SDSServer) Close() {
+	if s != nil {
+		s.srv.Stop()
+	}
+}
 
 // StreamSecrets answers every request for a new set of names, and nothing
 // else (an ACK repeats the names with the nonce it acknowledges).

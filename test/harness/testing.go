@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +66,16 @@ func (c *Cluster) CreateLoopbackService(ctx context.Context, host string, port u
 	}
 	_, err := c.Istio.NetworkingV1().ServiceEntries(Namespace).Create(ctx, se, metav1.CreateOptions{})
 	return err
+}
+
+// Apply applies an EnvoyFilter object with kubectl, as a user would.
+func (c *Cluster) Apply(ctx context.Context, o *envoyfilter.Object) error {
+	y, err := o.YAML()
+	if err != nil {
+		return err
+	}
+	if out, err := c.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
+		return fmt.Errorf("kubectl apply %s: %w: %s", o.Metadata.Name, err, out)
+	}
+	return nil
 }

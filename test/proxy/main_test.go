@@ -6,7 +6,7 @@
 // istiod's view of what a proxy has.
 //
 // The setup differs from a production istio-proxy in three ways, each
-// documented in the README ("Proven on a real Envoy"): the Envoys are the
+// documented in test/proxy/README.md: the Envoys are the
 // official upstream builds (the test istiod is started with Istio's own
 // extensions switched off, harness.UpstreamEnvoyIstiod), they connect to
 // istiod's plaintext port directly instead of through istio-agent, and
@@ -101,11 +101,9 @@ func run(m *testing.M) int {
 			g.Kill()
 		}
 	}
-	for _, c := range []interface{ Close() }{back, zipkin, sds} {
-		if c != nil && !isNil(c) {
-			c.Close()
-		}
-	}
+	back.Close()
+	zipkin.Close()
+	sds.Close()
 	if istiod != nil {
 		istiod.Kill()
 	}
@@ -113,18 +111,6 @@ func run(m *testing.M) int {
 		cluster.Stop()
 	}
 	return code
-}
-
-func isNil(c interface{ Close() }) bool {
-	switch v := c.(type) {
-	case *harness.Backend:
-		return v == nil
-	case *harness.Collector:
-		return v == nil
-	case *harness.SDSServer:
-		return v == nil
-	}
-	return false
 }
 
 func setupSuite(ctx context.Context, dir string) error {
@@ -253,12 +239,8 @@ func createMesh(ctx context.Context, dir string) error {
 		if err != nil {
 			return err
 		}
-		y, err := lo.YAML()
-		if err != nil {
-			return err
-		}
-		if out, err := cluster.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
-			return fmt.Errorf("loopback EnvoyFilter for %s: %w: %s", g.name, err, out)
+		if err := cluster.Apply(ctx, lo); err != nil {
+			return fmt.Errorf("loopback EnvoyFilter for %s: %w", g.name, err)
 		}
 	}
 	if err := cluster.CreateLoopbackService(ctx, backendHost, backendPort, back.Addr.Port); err != nil {

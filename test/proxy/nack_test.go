@@ -173,11 +173,7 @@ func TestRolloutShowsRealNACK(t *testing.T) {
 	})
 
 	user := rejectedAtLoad(t)
-	y, err := user.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
+	if err := cluster.Apply(ctx, user); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteObject(context.Background(), t, user) })

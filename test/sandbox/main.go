@@ -251,12 +251,8 @@ func createMesh(ctx context.Context, cluster *harness.Cluster, port uint32, back
 	if err != nil {
 		return err
 	}
-	y, err := lo.YAML()
-	if err != nil {
-		return err
-	}
-	if out, err := cluster.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
-		return fmt.Errorf("loopback EnvoyFilter: %w: %s", err, out)
+	if err := cluster.Apply(ctx, lo); err != nil {
+		return fmt.Errorf("loopback EnvoyFilter: %w", err)
 	}
 	if err := cluster.CreateLoopbackService(ctx, "backend.sandbox", 8080, backend.Addr.Port); err != nil {
 		return fmt.Errorf("backend service entry: %w", err)
