@@ -171,6 +171,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	// Exactly one ConfigMap: a field selector on its name, so the cache
 	// never holds the namespace's other ConfigMaps.
 	cfg := opts.Controller
+	if opts.Sink == "" {
+		opts.Sink = SinkKube
+	}
 	// One renderer for the process: the controller, the MCP publisher
 	// and the webhook decide through the same cache of built items.
 	renderer := render.New()
@@ -219,12 +222,10 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		}); err != nil {
 			return err
 		}
-		cfg.StatusExtra = func() map[string]string {
-			return map[string]string{"sink": string(opts.Sink), "mcpNack": publisher.LastNack()}
-		}
+		cfg.MCPNack = publisher.LastNack
 		log.Info("serving EnvoyFilters over MCP", "addr", ln.Addr().String(), "sink", string(opts.Sink))
 	}
-	cfg.ReportOnly = !opts.Sink.Kube()
+	cfg.ReportOnly, cfg.Sink = !opts.Sink.Kube(), string(opts.Sink)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(cfg.Namespace)})

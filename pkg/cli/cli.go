@@ -42,8 +42,8 @@ const (
 	// ExitAPI: diff or status could not read the cluster (kubeconfig,
 	// API server unreachable, access refused).
 	ExitAPI = 7
-	// ExitNoStatus: status found no status ConfigMap: the controller has
-	// not run for this ConfigMap.
+	// ExitNoStatus: status found no status it reads: the controller has
+	// not run for this ConfigMap, or it wrote another status version.
 	ExitNoStatus = 8
 )
 

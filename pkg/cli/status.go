@@ -2,22 +2,19 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/pkg/controller"
-	"github.com/globalconfig/globalconfig/pkg/plan"
-	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // MaxTableMessage bounds a NACK message in status's text table; yaml and
@@ -32,46 +29,10 @@ const NoStatusMessage = "no status yet: is the controller running?"
 // rollout key.
 const RolloutNotTracked = "rollout: not tracked (the controller runs with --rollout=false or has not asked istiod yet)"
 
-// StatusReport is what `globalconfig status -o json|yaml` prints.
-type StatusReport struct {
-	// ConfigMap is the global ConfigMap, NAMESPACE/NAME; ConfigMapFound
-	// says whether it exists.
-	ConfigMap      string `json:"configMap"`
-	ConfigMapFound bool   `json:"configMapFound"`
-	// State, Message, Errors and Warnings are the status ConfigMap's keys
-	// of those names, one problem per entry.
-	State    string   `json:"state"`
-	Message  string   `json:"message,omitempty"`
-	Errors   []string `json:"errors"`
-	Warnings []string `json:"warnings"`
-	// Items are the items of the live managed EnvoyFilters.
-	Items           []StatusItem `json:"items"`
-	LastChange      string       `json:"lastChange,omitempty"`
-	LastAppliedTime string       `json:"lastAppliedTime,omitempty"`
-	LastAppliedHash string       `json:"lastAppliedHash,omitempty"`
-	// Sink and MCPNack are set when the controller serves istiod over MCP.
-	Sink    string `json:"sink,omitempty"`
-	MCPNack string `json:"mcpNack,omitempty"`
-	// RolloutSummary and Rollout are the status's rolloutSummary and
-	// rollout keys; Rollout is null when the rollout is not tracked, and
-	// RolloutError says why when the key does not read.
-	RolloutSummary string          `json:"rolloutSummary,omitempty"`
-	Rollout        *rollout.Status `json:"rollout"`
-	RolloutError   string          `json:"rolloutError,omitempty"`
-}
-
-// StatusItem is one item with its live EnvoyFilter.
-type StatusItem struct {
-	Item        string `json:"item"`
-	EnvoyFilter string `json:"envoyFilter"`
-	Namespace   string `json:"namespace"`
-	// Change is "added" or "changed" when the last change applied
-	// (lastChange) added or changed the item.
-	Change string `json:"change,omitempty"`
-}
-
 // statusCommand is `globalconfig status`: what the controller last did
-// and how far the proxies took it, like istioctl proxy-status.
+// and how far the proxies took it, like istioctl proxy-status. -o json
+// and -o yaml print the status object (package status) exactly as the
+// controller wrote it; the text form is drawn from it alone.
 func statusCommand(args []string, env Env) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
@@ -88,24 +49,12 @@ func statusCommand(args []string, env Env) int {
 	if code != ExitOK {
 		return code
 	}
-	kube, istio, code := cf.connect("status", env)
+	kube, _, code := cf.connect("status", env)
 	if code != ExitOK {
 		return code
 	}
-	ctx := context.Background()
-	rep := &StatusReport{ConfigMap: ns + "/" + name, Errors: []string{}, Warnings: []string{}, Items: []StatusItem{}}
-
-	_, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		fmt.Fprintf(env.Stderr, "globalconfig status: read configmap %s: %v\n", rep.ConfigMap, err)
-		return ExitAPI
-	default:
-		rep.ConfigMapFound = true
-	}
-	statusName := controller.StatusName(name)
-	st, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, statusName, metav1.GetOptions{})
+	statusName := status.ConfigMapName(name)
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), statusName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		fmt.Fprintf(env.Stderr, "globalconfig status: %s (ConfigMap %s/%s not found)\n", NoStatusMessage, ns, statusName)
@@ -114,51 +63,15 @@ func statusCommand(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "globalconfig status: read configmap %s/%s: %v\n", ns, statusName, err)
 		return ExitAPI
 	}
-	live, err := managedFilters(ctx, istio)
+	st, err := status.Read(cm.Data)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "globalconfig status: %v\n", err)
-		return ExitAPI
+		fmt.Fprintf(env.Stderr, "globalconfig status: ConfigMap %s/%s: %v (is the controller of another version?)\n", ns, statusName, err)
+		return ExitNoStatus
 	}
-
-	data := st.Data
-	rep.State, rep.Message = data["state"], data["message"]
-	rep.Errors, rep.Warnings = lines(data["errors"]), lines(data["warnings"])
-	rep.LastChange, rep.LastAppliedTime, rep.LastAppliedHash = data["lastChange"], data["lastAppliedTime"], data["lastAppliedHash"]
-	rep.Sink, rep.MCPNack = data["sink"], data["mcpNack"]
-	rep.RolloutSummary = data[rollout.SummaryKey]
-	if text, ok := data[rollout.StatusKey]; ok {
-		if r, err := rollout.Parse(text); err != nil {
-			rep.RolloutError = err.Error()
-		} else {
-			rep.Rollout = r
-		}
-	}
-	// The typed item diff; a status from before it has none, and then
-	// no item is marked.
-	var last plan.Items
-	if text := data[controller.LastChangeItemsKey]; text != "" {
-		if err := json.Unmarshal([]byte(text), &last); err != nil {
-			fmt.Fprintf(env.Stderr, "globalconfig status: %s: %v\n", controller.LastChangeItemsKey, err)
-		}
-	}
-	for _, l := range live {
-		item := StatusItem{Item: l.Labels[envoyfilter.LabelItem], EnvoyFilter: l.Name, Namespace: l.Namespace}
-		switch {
-		case slices.Contains(last.Added, item.Item):
-			item.Change = "added"
-		case slices.Contains(last.Changed, item.Item):
-			item.Change = "changed"
-		}
-		rep.Items = append(rep.Items, item)
-	}
-	slices.SortFunc(rep.Items, func(a, b StatusItem) int {
-		return strings.Compare(a.Item+"\x00"+a.Namespace+"/"+a.EnvoyFilter, b.Item+"\x00"+b.Namespace+"/"+b.EnvoyFilter)
-	})
-
 	if cf.output == "text" {
-		err = writeStatusText(env.Stdout, rep)
+		err = writeStatusText(env.Stdout, ns+"/"+name, st)
 	} else {
-		err = writeStructured(env.Stdout, cf.output, rep)
+		err = writeStructured(env.Stdout, cf.output, st)
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "globalconfig status: %v\n", err)
@@ -167,36 +80,17 @@ func statusCommand(args []string, env Env) int {
 	return ExitOK
 }
 
-// lines splits a status value holding one entry per line; never nil.
-func lines(s string) []string {
-	out := []string{}
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// writeStatusText writes the report for people.
-func writeStatusText(w io.Writer, rep *StatusReport) error {
+// writeStatusText writes the status for people.
+func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 	ew := &errWriter{w: w}
-	state := rep.State
-	if state == "" {
-		state = "unknown"
-	}
-	found := ""
-	if !rep.ConfigMapFound {
-		found = " (not found)"
-	}
-	ew.printf("ConfigMap %s%s: %s\n", rep.ConfigMap, found, state)
-	if rep.Message != "" {
-		ew.printf("message: %s\n", rep.Message)
+	ew.printf("ConfigMap %s: %s\n", configMap, orDash(string(st.State)))
+	if st.Message != "" {
+		ew.printf("message: %s\n", st.Message)
 	}
 	for _, l := range []struct {
 		name    string
-		entries []string
-	}{{"errors", rep.Errors}, {"warnings", rep.Warnings}} {
+		entries []status.Problem
+	}{{"errors", st.Errors}, {"warnings", st.Warnings}} {
 		if len(l.entries) == 0 {
 			ew.printf("%s: none\n", l.name)
 			continue
@@ -206,60 +100,62 @@ func writeStatusText(w io.Writer, rep *StatusReport) error {
 			ew.printf("  %s\n", e)
 		}
 	}
-	if rep.LastAppliedHash != "" {
-		change := rep.LastChange
-		if change == "" {
+	a := st.Applied
+	if a != nil {
+		change := render.Diff{Added: a.Change.Added, Changed: a.Change.Changed, Removed: a.Change.Removed}.String()
+		if a.Change.Empty() {
 			change = "-"
 		}
-		ew.printf("last change: %s (set %s applied %s)\n", change, rep.LastAppliedHash, orDash(rep.LastAppliedTime))
+		ew.printf("last change: %s (set %s applied %s)\n", change, a.Hash, a.Time.UTC().Format(time.RFC3339))
 	}
-	if rep.Sink != "" {
-		ew.printf("sink: %s\n", rep.Sink)
+	if st.Sink != "" && st.Sink != "kube" {
+		ew.printf("sink: %s\n", st.Sink)
 	}
-	if rep.MCPNack != "" {
-		ew.printf("istiod's last MCP NACK: %s\n", rep.MCPNack)
+	if st.MCPNack != "" {
+		ew.printf("istiod's last MCP NACK: %s\n", st.MCPNack)
 	}
 
 	ew.printf("\n")
-	if len(rep.Items) == 0 {
+	if a == nil || len(a.EnvoyFilters) == 0 {
 		ew.printf("no managed EnvoyFilters\n")
 	} else {
 		tw := tabwriter.NewWriter(ew, 0, 8, 3, ' ', 0)
 		fmt.Fprintln(tw, "ITEM\tENVOYFILTER\tLAST CHANGE")
-		for _, it := range rep.Items {
+		for _, ef := range a.EnvoyFilters {
 			change := "-"
-			if it.Change != "" {
-				change = it.Change + " " + orDash(rep.LastAppliedTime)
+			if c := a.Change.Of(ef.Item); c != "" {
+				change = c + " " + a.Time.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s/%s\t%s\n", orDash(it.Item), it.Namespace, it.EnvoyFilter, change)
+			fmt.Fprintf(tw, "%s\t%s/%s\t%s\n", orDash(ef.Item), ef.Namespace, ef.Name, change)
 		}
 		_ = tw.Flush()
 	}
 
 	ew.printf("\n")
-	switch {
-	case rep.RolloutError != "":
-		ew.printf("rollout: unreadable: %s\n", rep.RolloutError)
-	case rep.Rollout == nil:
-		ew.printf("%s\n", RolloutNotTracked)
-	default:
-		writeRollout(ew, rep)
+	if st.Rollout == nil {
+		if st.RolloutSummary != "" {
+			ew.printf("rollout: %s\n", st.RolloutSummary)
+		} else {
+			ew.printf("%s\n", RolloutNotTracked)
+		}
+	} else {
+		writeRollout(ew, st)
 	}
 	return ew.err
 }
 
 // writeRollout writes the rollout summary, its proxies and the istiod
 // instances that did not answer.
-func writeRollout(ew *errWriter, rep *StatusReport) {
-	r := rep.Rollout
-	summary := rep.RolloutSummary
+func writeRollout(ew *errWriter, st *status.Status) {
+	r := st.Rollout
+	summary := st.RolloutSummary
 	if summary == "" {
 		summary = r.Summary()
 	}
 	ew.printf("rollout: %s\n", summary)
 	ew.printf("set %s written %s\n", orDash(r.Version), timeText(r.Since.IsZero(), r.Since.UTC().Format("2006-01-02T15:04:05Z")))
-	if r.Version != "" && rep.LastAppliedHash != "" && r.Version != rep.LastAppliedHash {
-		ew.printf("the rollout is of set %s, not of the applied set %s: the controller has not asked istiod since\n", r.Version, rep.LastAppliedHash)
+	if a := st.Applied; r.Version != "" && a != nil && r.Version != a.Hash {
+		ew.printf("the rollout is of set %s, not of the applied set %s: the controller has not asked istiod since\n", r.Version, a.Hash)
 	}
 	if len(r.Proxies) > 0 {
 		tw := tabwriter.NewWriter(ew, 0, 8, 3, ' ', 0)

@@ -44,9 +44,11 @@ type Config struct {
 	// reports (status, Events, metrics). Used when istiod reads the
 	// EnvoyFilters over MCP instead.
 	ReportOnly bool
-	// StatusExtra, when set, adds entries to the status ConfigMap (the MCP
-	// sink's state). It is read on every sync.
-	StatusExtra func() map[string]string
+	// Sink is the status's sink: "kube" (the default), "mcp" or "both".
+	Sink string
+	// MCPNack, when set, is istiod's last MCP NACK for the status (sinks
+	// mcp and both). It is read on every sync.
+	MCPNack func() string
 	// Rollout, when set, is told every set the controller publishes, and
 	// its status goes into the status ConfigMap, Events and metrics. Set
 	// its OnChange to the controller's Enqueue.
@@ -58,9 +60,6 @@ type Config struct {
 	// reaches every proxy.
 	RootNamespace string
 }
-
-// StatusName is the name of the status ConfigMap of the ConfigMap name.
-func StatusName(name string) string { return name + "-status" }
 
 // queueKey is the one key every event enqueues: the sync is level-triggered
 // and always converges everything.
@@ -123,6 +122,9 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 	}
 	if c.renderer == nil {
 		c.renderer = render.New()
+	}
+	if c.cfg.Sink == "" {
+		c.cfg.Sink = "kube"
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.Enqueue() },

@@ -2,9 +2,7 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -15,15 +13,14 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/decide"
-	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // report tells what a sync did: metrics, Events on the ConfigMap and the
-// status ConfigMap. applyErr is the converge error, returned after it is
-// reported.
+// status. applyErr is the delivery error, returned after it is reported.
 func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.Decision, writes []string, applyErr error) error {
-	status := c.statusOf(d)
+	st := c.statusOf(d)
 	switch {
 	case !d.Valid():
 		c.metrics.ConfigValid.Set(0)
@@ -34,9 +31,9 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 	}
 	if applyErr != nil {
 		c.event(cm, corev1.EventTypeWarning, "ApplyFailed", "applying the EnvoyFilters failed: %v", applyErr)
-		status["state"] = "ApplyFailed"
-		status["message"] = c.scrub("applying the EnvoyFilters failed: " + applyErr.Error())
-		if err := c.writeStatus(ctx, status); err != nil {
+		st.State = status.ApplyFailed
+		st.Message = c.scrub("applying the EnvoyFilters failed: " + applyErr.Error())
+		if err := c.writeStatus(ctx, st); err != nil {
 			c.log.Warn("status not written", "err", c.scrub(err.Error()))
 		}
 		return applyErr
@@ -47,7 +44,7 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 			c.metrics.LastApply.SetToCurrentTime()
 		}
 	}
-	c.reportRollout(cm, status)
+	c.reportRollout(cm, st)
 	if len(writes) > 0 {
 		// The item diff says why, the writes what: a drift repair has no
 		// item change but writes.
@@ -58,53 +55,54 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 		c.event(cm, corev1.EventTypeNormal, "Applied", "%s: %s", why, strings.Join(writes, "; "))
 		c.log.Info("converged", "items", why, "writes", writes)
 	}
-	return c.writeStatus(ctx, status)
+	return c.writeStatus(ctx, st)
 }
 
-// LastChangeItemsKey is the status key holding the last change's item
-// diff as JSON (plan.Items): {"added":[…],"changed":[…],"removed":[…]}.
-const LastChangeItemsKey = "lastChangeItems"
-
-// statusOf is the status data for decision d.
-func (c *Controller) statusOf(d decide.Decision) map[string]string {
-	status := maps.Clone(c.st.status)
-	status["state"] = "Applied"
-	status["errors"] = ""
-	status["warnings"] = render.Describe(d.Warnings, "\n")
-	delete(status, "message")
+// statusOf is the status for decision d: a new object, built from d, what
+// the term applied and the status last written (for the applied set's
+// time and change, which outlive the sync that made them).
+func (c *Controller) statusOf(d decide.Decision) *status.Status {
+	st := status.New(status.Applied)
+	st.Sink = c.cfg.Sink
+	st.Warnings = status.Problems(d.Warnings, c.scrub)
 	if !d.Valid() {
-		status["state"] = "Invalid"
-		status["errors"] = render.Describe(d.Problems, "\n")
-		status["message"] = "the document was rejected; the last good EnvoyFilters are kept"
+		st.State = status.Invalid
+		st.Errors = status.Problems(d.Problems, c.scrub)
+		st.Message = "the document was rejected; the last good EnvoyFilters are kept"
 	}
 	if a := c.st.applied; a != nil {
-		names := make([]string, 0, len(a.Set))
-		for _, o := range a.Set {
-			names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
-		}
-		if hash := render.SetHash(a.Set); status["lastAppliedHash"] != hash {
-			now := time.Now()
-			status["lastAppliedHash"] = hash
-			status["lastAppliedTime"] = now.UTC().Format(time.RFC3339)
-			c.st.appliedHash, c.st.appliedAt = hash, now
-			if !a.Diff.Empty() {
-				status["lastChange"] = a.Diff.String()
-				// The same diff for tools, typed: nothing reads the
-				// sentence back.
-				typed, err := json.Marshal(plan.ItemsOf(a.Diff))
-				if err == nil {
-					status[LastChangeItemsKey] = string(typed)
-				}
-			}
-		}
-		status["envoyFilters"] = strings.Join(names, "\n")
+		st.Applied = c.appliedSet(a)
+	} else if prev := c.st.status; prev != nil {
+		st.Applied = prev.Applied
 	}
-	if c.cfg.StatusExtra != nil {
-		for k, v := range c.cfg.StatusExtra() {
-			status[k] = c.scrub(v)
-		}
+	if c.cfg.MCPNack != nil {
+		st.MCPNack = c.scrub(c.cfg.MCPNack())
 	}
-	return status
+	return st
+}
+
+// appliedSet is the status of the set a delivered: its time and change
+// are those of the status last written when that already names the set
+// (a resync, or a set an earlier term delivered).
+func (c *Controller) appliedSet(a *decide.Decision) *status.AppliedSet {
+	set := &status.AppliedSet{Hash: render.SetHash(a.Set), EnvoyFilters: make([]status.EnvoyFilter, 0, len(a.Set))}
+	for _, o := range a.Set {
+		set.EnvoyFilters = append(set.EnvoyFilters, status.EnvoyFilter{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, Item: o.Item()})
+	}
+	if prev := c.st.status; prev != nil && prev.Applied != nil && prev.Applied.Hash == set.Hash {
+		set.Time, set.Change = prev.Applied.Time, prev.Applied.Change
+		return set
+	}
+	set.Time = time.Now().UTC()
+	set.Change = status.Change{Added: nonNil(a.Diff.Added), Changed: nonNil(a.Diff.Changed), Removed: nonNil(a.Diff.Removed)}
+	return set
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // warnInvalid records a Warning Event with every problem, once per
@@ -128,39 +126,46 @@ func (c *Controller) event(cm *corev1.ConfigMap, eventType, reason, format strin
 
 func (c *Controller) scrub(msg string) string { return render.Scrub(msg, c.st.secrets) }
 
-// readStatus loads the status ConfigMap once per term, so a restart that
-// finds the same state writes nothing.
+// readStatus loads the status once per term, so a restart that finds
+// the same state writes nothing. A status this version can't read (an
+// older globalconfig's) is replaced at the next write.
 func (c *Controller) readStatus(ctx context.Context) error {
-	if c.st.status != nil {
+	if c.st.statusRead {
 		return nil
 	}
-	cm, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, StatusName(c.cfg.Name), metav1.GetOptions{})
+	cm, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, status.ConfigMapName(c.cfg.Name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		c.st.status = map[string]string{}
 	case err != nil:
 		return fmt.Errorf("read status configmap: %w", err)
 	default:
-		c.st.status = maps.Clone(cm.Data)
-		if c.st.status == nil {
-			c.st.status = map[string]string{}
+		st, err := status.Read(cm.Data)
+		if err != nil {
+			c.log.Info("the status will be rewritten", "reason", err.Error())
+			break
 		}
+		c.st.status, c.st.statusText = st, cm.Data[status.Key]
 	}
+	c.st.statusRead = true
 	return nil
 }
 
-// writeStatus applies the status ConfigMap unless it already says data.
-func (c *Controller) writeStatus(ctx context.Context, data map[string]string) error {
-	if maps.Equal(data, c.st.status) {
+// writeStatus applies the status ConfigMap unless it already holds st.
+func (c *Controller) writeStatus(ctx context.Context, st *status.Status) error {
+	text, err := st.Marshal()
+	if err != nil {
+		return err
+	}
+	if text == c.st.statusText {
 		return nil
 	}
-	cm := applycorev1.ConfigMap(StatusName(c.cfg.Name), c.cfg.Namespace).
+	cm := applycorev1.ConfigMap(status.ConfigMapName(c.cfg.Name), c.cfg.Namespace).
 		WithLabels(map[string]string{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}).
-		WithData(data)
+		WithData(map[string]string{status.Key: text})
 	if _, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: c.cfg.FieldManager, Force: true}); err != nil {
 		return fmt.Errorf("write status configmap: %w", err)
 	}
 	c.metrics.APIWrites.WithLabelValues("apply", "configmaps").Inc()
-	c.st.status = maps.Clone(data)
+	c.st.status, c.st.statusText = st, text
 	return nil
 }

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // rolloutSeen is what the rollout reports already announced.
@@ -29,41 +29,28 @@ const WaitingForIstiod = "waiting for istiod's sync status"
 // tracker's latest status into status, Events and metrics. It never
 // waits: the tracker polls on its own and enqueues a sync when its status
 // changes.
-func (c *Controller) reportRollout(cm *corev1.ConfigMap, status map[string]string) {
+func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 	t := c.cfg.Rollout
-	if t == nil || c.st.applied == nil {
+	if t == nil || c.st.applied == nil || st.Applied == nil {
 		return
 	}
-	hash := status["lastAppliedHash"]
+	hash := st.Applied.Hash
 	if hash != t.Version() {
-		since := c.st.appliedAt
-		if c.st.appliedHash != hash {
-			// Published by an earlier term (or replica): it dates from the
-			// status it left.
-			since, _ = time.Parse(time.RFC3339, status["lastAppliedTime"])
-		}
-		t.Track(rollout.Generation{Version: hash, Since: since, Scope: rollout.ScopeOf(c.st.applied.Set, c.cfg.RootNamespace)})
+		t.Track(rollout.Generation{Version: hash, Since: st.Applied.Time, Scope: rollout.ScopeOf(c.st.applied.Set, c.cfg.RootNamespace)})
 	}
-	st := t.Status()
-	if st == nil || st.Version != hash {
-		status[rollout.SummaryKey] = WaitingForIstiod
-		delete(status, rollout.StatusKey)
+	r := t.Status()
+	if r == nil || r.Version != hash {
+		st.RolloutSummary = WaitingForIstiod
 		return
 	}
-	st = scrubbed(st, c.scrub) // a copy: the tracker's status is shared
-	text, err := st.Marshal()
-	if err != nil {
-		c.log.Warn("rollout status not encoded", "err", err)
-		return
-	}
-	status[rollout.StatusKey] = c.scrub(text)
-	status[rollout.SummaryKey] = c.scrub(st.Summary())
+	r = scrubbed(r, c.scrub) // a copy: the tracker's status is shared
+	st.Rollout, st.RolloutSummary = r, r.Summary()
 	for _, s := range rollout.States {
-		c.metrics.RolloutProxies.WithLabelValues(string(s)).Set(float64(st.Count(s)))
+		c.metrics.RolloutProxies.WithLabelValues(string(s)).Set(float64(r.Count(s)))
 	}
-	unreachable := st.Unreachable()
+	unreachable := r.Unreachable()
 	c.metrics.IstiodUnreachable.Set(float64(len(unreachable)))
-	c.announceRollout(cm, st, unreachable)
+	c.announceRollout(cm, r, unreachable)
 }
 
 // scrubbed is a copy of st with every message scrubbed.

@@ -45,8 +45,8 @@ func TestSyncReportsRollout(t *testing.T) {
 	f.putConfig(docV1 + "tracing:\n  enable: true\n  skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t}\n")
 	f.mustSync()
 	s := f.status()
-	if tracker.Version() != s["lastAppliedHash"] || s[rollout.SummaryKey] != WaitingForIstiod {
-		t.Fatalf("the tracker should follow the applied set %q (tracks %q); summary %q", s["lastAppliedHash"], tracker.Version(), s[rollout.SummaryKey])
+	if tracker.Version() != s.Applied.Hash || s.RolloutSummary != WaitingForIstiod || s.Rollout != nil {
+		t.Fatalf("the tracker should follow the applied set %q (tracks %q); summary %q", s.Applied.Hash, tracker.Version(), s.RolloutSummary)
 	}
 
 	after := time.Now().Add(time.Second)
@@ -58,18 +58,15 @@ func TestSyncReportsRollout(t *testing.T) {
 	f.deliver()
 	f.mustSync()
 	s = f.status()
-	st, err := rollout.Parse(s[rollout.StatusKey])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Version != s["lastAppliedHash"] || st.Synced != 1 || st.NACKed != 1 {
+	st := s.Rollout
+	if st == nil || st.Version != s.Applied.Hash || st.Synced != 1 || st.NACKed != 1 {
 		t.Fatalf("rollout %+v", st)
 	}
-	if strings.Contains(s[rollout.StatusKey], "s3cr3t") || !strings.Contains(st.Proxies[0].Message, "token [redacted] refused") {
+	if text, _ := s.Marshal(); strings.Contains(text, "s3cr3t") || !strings.Contains(st.Proxies[0].Message, "token [redacted] refused") {
 		t.Errorf("the NACK message should be in the status, scrubbed: %q", st.Proxies[0].Message)
 	}
-	if !strings.HasPrefix(s[rollout.SummaryKey], "2 proxies: 1 NACKed, 1 Synced; 1 of 2 istiod unreachable") {
-		t.Errorf("summary %q", s[rollout.SummaryKey])
+	if !strings.HasPrefix(s.RolloutSummary, "2 proxies: 1 NACKed, 1 Synced; 1 of 2 istiod unreachable") {
+		t.Errorf("summary %q", s.RolloutSummary)
 	}
 	events := f.events()
 	want := []string{"Warning ProxyRejected gateway gw-b.istio-system", "Warning IstiodUnreachable rollout status unknown for one istiod: http://127.0.0.1:1"}

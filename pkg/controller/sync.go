@@ -16,6 +16,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/plan"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // state is what the worker remembers between syncs of one term.
@@ -27,9 +28,13 @@ type state struct {
 	// secrets are the current document's secret values, scrubbed from
 	// every message.
 	secrets []string
-	// status is the data last written to (or read from) the status
-	// ConfigMap; a status equal to it is not written again. nil until read.
-	status map[string]string
+	// status is the status last written (or read), and statusText its
+	// JSON; a status with the same JSON is not written again. status is
+	// nil when none was read or written yet; statusRead is set once the
+	// term looked.
+	status     *status.Status
+	statusText string
+	statusRead bool
 	// warned is the problem list of the last Warning Event, so the same
 	// problems are not announced on every resync.
 	warned string
@@ -37,11 +42,6 @@ type state struct {
 	// ConfigMap. That first read goes to the API server, not the cache: a
 	// term often begins right after an outage.
 	readLive bool
-	// appliedHash and appliedAt are the set this term published and when;
-	// a set published by an earlier term dates from the status's
-	// lastAppliedTime.
-	appliedHash string
-	appliedAt   time.Time
 	// rollout is what the rollout reports already announced: NACKs by
 	// proxy (with their message) for the tracked version, and the
 	// unreachable istiod instances.
@@ -137,15 +137,14 @@ func (c *Controller) configMap(ctx context.Context) (*corev1.ConfigMap, error) {
 // syncDeleted handles a missing ConfigMap: keep everything (default) or
 // prune every managed EnvoyFilter.
 func (c *Controller) syncDeleted(ctx context.Context, result *string) error {
-	status := map[string]string{"state": "ConfigMapDeleted"}
+	st := status.New(status.ConfigMapDeleted)
+	st.Sink = c.cfg.Sink
 	if !c.cfg.PruneOnDelete || c.cfg.ReportOnly {
-		status["message"] = "the ConfigMap is gone; the EnvoyFilters are kept (run with --prune-on-delete to remove them)"
-		for _, k := range []string{"lastAppliedHash", "lastAppliedTime", "envoyFilters", "lastChange"} {
-			if v, ok := c.st.status[k]; ok {
-				status[k] = v
-			}
+		st.Message = "the ConfigMap is gone; the EnvoyFilters are kept (run with --prune-on-delete to remove them)"
+		if c.st.status != nil {
+			st.Applied = c.st.status.Applied
 		}
-		return c.writeStatus(ctx, status)
+		return c.writeStatus(ctx, st)
 	}
 	writes, err := c.converge(ctx, nil)
 	if err != nil {
@@ -157,8 +156,8 @@ func (c *Controller) syncDeleted(ctx context.Context, result *string) error {
 	}
 	c.st.applied = &decide.Decision{Source: decide.Pruned}
 	c.metrics.ManagedFilters.Set(0)
-	status["message"] = "the ConfigMap is gone; the EnvoyFilters were removed (--prune-on-delete)"
-	return c.writeStatus(ctx, status)
+	st.Message = "the ConfigMap is gone; the EnvoyFilters were removed (--prune-on-delete)"
+	return c.writeStatus(ctx, st)
 }
 
 // converge makes the live managed EnvoyFilters equal to desired and says

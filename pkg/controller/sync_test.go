@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // The sync is tested the way kubernetes/sample-controller tests its
@@ -193,13 +195,33 @@ func (f *fixture) live() map[string]string {
 	return out
 }
 
-func (f *fixture) status() map[string]string {
+// status reads the status the controller wrote, as a tool would.
+func (f *fixture) status() *status.Status {
 	f.t.Helper()
-	cm, err := f.kube.CoreV1().ConfigMaps(testNS).Get(f.ctx, StatusName(testName), metav1.GetOptions{})
+	cm, err := f.kube.CoreV1().ConfigMaps(testNS).Get(f.ctx, status.ConfigMapName(testName), metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return cm.Data
+	if len(cm.Data) != 1 {
+		f.t.Errorf("the status ConfigMap holds %d keys, want only %s", len(cm.Data), status.Key)
+	}
+	st, err := status.Read(cm.Data)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return st
+}
+
+// filterNames are the applied set's EnvoyFilters, namespace/name.
+func filterNames(st *status.Status) []string {
+	if st.Applied == nil {
+		return nil
+	}
+	var out []string
+	for _, ef := range st.Applied.EnvoyFilters {
+		out = append(out, ef.Namespace+"/"+ef.Name)
+	}
+	return out
 }
 
 func (f *fixture) events() []string {
@@ -256,8 +278,9 @@ func TestSyncWritesOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("first sync wrote %v", w)
 	}
 	f.wantLive(docV1)
-	if s := f.status(); s["state"] != "Applied" || s["envoyFilters"] != "istio-system/globalconfig-gzip\nistio-system/globalconfig-headers" {
-		t.Errorf("status %v", s)
+	if s := f.status(); s.State != status.Applied || !slices.Equal(filterNames(s), []string{"istio-system/globalconfig-gzip", "istio-system/globalconfig-headers"}) ||
+		s.Applied.EnvoyFilters[0].Item != "gzip" || !slices.Equal(s.Applied.Change.Added, []string{"gzip", "headers"}) || s.Sink != "kube" {
+		t.Errorf("status %+v", s)
 	}
 	f.deliver()
 
@@ -268,8 +291,8 @@ func TestSyncWritesOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("a one-item edit wrote %v", w)
 	}
 	f.wantLive(edited)
-	if s := f.status(); s["lastChange"] != "changed gzip" || s[LastChangeItemsKey] != `{"added":[],"changed":["gzip"],"removed":[]}` {
-		t.Errorf("status lastChange %q, %s %q; want %q and its typed form", s["lastChange"], LastChangeItemsKey, s[LastChangeItemsKey], "changed gzip")
+	if s := f.status(); !reflect.DeepEqual(s.Applied.Change, status.Change{Added: []string{}, Changed: []string{"gzip"}, Removed: []string{}}) {
+		t.Errorf("status change %+v, want gzip changed", s.Applied.Change)
 	}
 	// The cache still shows the old gzip: our own write must not be
 	// repeated.
@@ -373,8 +396,10 @@ func TestSyncKeepsTheLastGoodSet(t *testing.T) {
 		t.Errorf("an invalid edit wrote %v", w)
 	}
 	s := f.status()
-	if s["state"] != "Invalid" || !strings.Contains(s["errors"], `gizp: unknown item; did you mean "gzip"? (config.yaml line 1)`) {
-		t.Errorf("status %v", s)
+	if s.State != status.Invalid || len(s.Errors) != 1 ||
+		s.Errors[0] != (status.Problem{Path: "gizp", Line: 1, Message: `unknown item; did you mean "gzip"?`}) ||
+		!slices.Equal(s.Applied.Change.Added, []string{"gzip", "headers"}) {
+		t.Errorf("status %+v, applied %+v", s, s.Applied)
 	}
 	f.mustSync() // a resync: the same problems are not announced again
 	if events := f.events(); len(events) != 1 || !strings.Contains(events[0], "Warning InvalidConfig 1 problem(s)") {
@@ -394,8 +419,8 @@ func TestSyncKeepsTheLastGoodSet(t *testing.T) {
 	if w := f.writes(); !slices.Equal(w, []string{"delete globalconfig-headers"}) {
 		t.Errorf("the valid edit wrote %v", w)
 	}
-	if s := f.status(); s["state"] != "Applied" || s["errors"] != "" || s["lastChange"] != "removed headers" {
-		t.Errorf("status %v", s)
+	if s := f.status(); s.State != status.Applied || len(s.Errors) != 0 || !slices.Equal(s.Applied.Change.Removed, []string{"headers"}) {
+		t.Errorf("status %+v", s)
 	}
 }
 
@@ -425,8 +450,8 @@ func TestSyncConfigMapDeleted(t *testing.T) {
 			f.deleteConfig()
 			f.mustSync()
 			s := f.status()
-			if s["state"] != "ConfigMapDeleted" {
-				t.Errorf("status %v", s)
+			if s.State != status.ConfigMapDeleted {
+				t.Errorf("status %+v", s)
 			}
 			if prune {
 				if len(f.live()) != 0 || len(f.writes()) != 2 {
@@ -434,7 +459,7 @@ func TestSyncConfigMapDeleted(t *testing.T) {
 				}
 				return
 			}
-			if len(f.writes()) != 0 || s["envoyFilters"] == "" {
+			if len(f.writes()) != 0 || len(filterNames(s)) != 2 {
 				t.Errorf("wrote %v; status %v", f.writes(), s)
 			}
 			f.wantLive(docV1)
@@ -470,8 +495,8 @@ func TestSyncAPIErrors(t *testing.T) {
 			if isPermanent(f.sync()) != c.permanent {
 				t.Errorf("isPermanent disagrees for %v", c.err)
 			}
-			if s := f.status(); s["state"] != "ApplyFailed" || !strings.Contains(s["message"], c.err.Error()) {
-				t.Errorf("status %v", s)
+			if s := f.status(); s.State != status.ApplyFailed || !strings.Contains(s.Message, c.err.Error()) {
+				t.Errorf("status %+v", s)
 			}
 			if n := testutil.ToFloat64(f.metrics.ReconcileErrors); n != 2 {
 				t.Errorf("reconcile errors %v, want 2", n)
@@ -481,19 +506,17 @@ func TestSyncAPIErrors(t *testing.T) {
 }
 
 // Report-only (the MCP sink alone) writes no EnvoyFilter, yet keeps the
-// status, with what StatusExtra adds, scrubbed of secrets.
+// status, with istiod's MCP NACK scrubbed of secrets.
 func TestSyncReportOnly(t *testing.T) {
-	f := newFixture(t, Config{ReportOnly: true, StatusExtra: func() map[string]string {
-		return map[string]string{"sink": "mcp", "mcpNack": "rejected token s3cr3t"}
-	}})
+	f := newFixture(t, Config{ReportOnly: true, Sink: "mcp", MCPNack: func() string { return "rejected token s3cr3t" }})
 	f.putConfig(docV1 + "tracing:\n  enable: true\n  skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t}\n")
 	f.mustSync()
 	if w := f.writes(); len(w) != 0 {
 		t.Errorf("report-only wrote %v", w)
 	}
 	s := f.status()
-	if s["state"] != "Applied" || s["sink"] != "mcp" || s["mcpNack"] != "rejected token [redacted]" {
-		t.Errorf("status %v", s)
+	if s.State != status.Applied || s.Sink != "mcp" || s.MCPNack != "rejected token [redacted]" || len(filterNames(s)) != 3 {
+		t.Errorf("status %+v", s)
 	}
 }
 
@@ -565,7 +588,7 @@ func TestSyncRestartWithAnInvalidDocumentRestoresTheLastGood(t *testing.T) {
 	f.deliver()
 	f.mustSync()
 	f.wantLive(docV1)
-	if s := f.status(); s["state"] != "Invalid" {
+	if s := f.status(); s.State != status.Invalid {
 		t.Errorf("status %v", s)
 	}
 }

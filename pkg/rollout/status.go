@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // State is where one proxy stands with the current set.
@@ -40,13 +38,6 @@ const (
 // States lists the states in display order.
 var States = []State{NACKed, Stale, Pending, Synced}
 
-// StatusKey is the status ConfigMap's key holding the Status as YAML;
-// SummaryKey holds its one-line Summary.
-const (
-	StatusKey  = "rollout"
-	SummaryKey = "rolloutSummary"
-)
-
 // MaxListed bounds the proxies a Status lists: a ConfigMap holds at most
 // 1 MiB. The counts always cover every proxy; NACKed proxies come first.
 const MaxListed = 200
@@ -56,8 +47,7 @@ const MaxMessage = 1024
 
 // Status is the rollout of one generated set.
 type Status struct {
-	// Version is the generated set's hash (the status ConfigMap's
-	// lastAppliedHash).
+	// Version is the generated set's hash (the status's applied.hash).
 	Version string `json:"version"`
 	// Since is when the set was written (or served over MCP).
 	Since time.Time `json:"since"`
@@ -163,19 +153,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// Marshal is the Status as the status ConfigMap holds it.
-func (s *Status) Marshal() (string, error) {
-	b, err := yaml.Marshal(s)
-	return string(b), err
-}
-
-// Parse reads what Marshal wrote.
-func Parse(text string) (*Status, error) {
-	s := &Status{}
-	if err := yaml.UnmarshalStrict([]byte(text), s); err != nil {
-		return nil, fmt.Errorf("rollout status: %w", err)
-	}
-	return s, nil
 }

@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // ConfigMapName is the global ConfigMap's name, in Namespace.
@@ -40,6 +40,15 @@ func (c *Cluster) PutConfig(ctx context.Context, doc string) error {
 	return err
 }
 
+// Status reads the status the controller wrote for the test ConfigMap.
+func (c *Cluster) Status(ctx context.Context) (*status.Status, error) {
+	cm, err := c.Admin.CoreV1().ConfigMaps(Namespace).Get(ctx, status.ConfigMapName(ConfigMapName), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return status.Read(cm.Data)
+}
+
 // WaitRollout waits up to bound until the status ConfigMap's rollout is of
 // the applied set and satisfies cond, and returns it; the error carries the
 // last status seen.
@@ -47,23 +56,17 @@ func (c *Cluster) WaitRollout(ctx context.Context, bound time.Duration, cond fun
 	var last *rollout.Status
 	var lastErr error
 	ok := Eventually(ctx, bound, func() bool {
-		cm, err := c.Admin.CoreV1().ConfigMaps(Namespace).Get(ctx, controller.StatusName(ConfigMapName), metav1.GetOptions{})
+		st, err := c.Status(ctx)
 		if err != nil {
 			lastErr = err
 			return false
 		}
-		text, ok := cm.Data[rollout.StatusKey]
-		if !ok {
-			lastErr = errors.New("no rollout key yet; summary: " + cm.Data[rollout.SummaryKey])
+		if st.Rollout == nil {
+			lastErr = errors.New("no rollout yet; summary: " + st.RolloutSummary)
 			return false
 		}
-		st, err := rollout.Parse(text)
-		if err != nil {
-			lastErr = err
-			return false
-		}
-		last, lastErr = st, nil
-		return st.Version == cm.Data["lastAppliedHash"] && cond(st)
+		last, lastErr = st.Rollout, nil
+		return st.Applied != nil && st.Rollout.Version == st.Applied.Hash && cond(st.Rollout)
 	})
 	if !ok {
 		return last, fmt.Errorf("not within %v (last status %+v, error %v)", bound, last, lastErr)

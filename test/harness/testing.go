@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // TestContext fails t when the suite's setup failed (setupErr), and gives
@@ -43,7 +43,7 @@ func (c *Cluster) RunController(t testing.TB, bin string, args ...string) *Contr
 		}
 		bg := context.Background()
 		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, ConfigMapName, metav1.DeleteOptions{})
-		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, controller.StatusName(ConfigMapName), metav1.DeleteOptions{})
+		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, status.ConfigMapName(ConfigMapName), metav1.DeleteOptions{})
 		_ = c.Istio.NetworkingV1alpha3().EnvoyFilters(Namespace).DeleteCollection(bg, metav1.DeleteOptions{},
 			metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
 	})

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -64,8 +66,9 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("%v EnvoyFilter applies for the first apply, want 3", got)
 		}
 		// The status is written right after the EnvoyFilters.
-		f.waitStatus(func(st map[string]string) bool {
-			return st["state"] == "Applied" && st["errors"] == "" && contains(st["envoyFilters"], "istio-system/globalconfig-gzip") && st["lastAppliedHash"] != ""
+		f.waitStatus(func(st *status.Status) bool {
+			return st.State == status.Applied && len(st.Errors) == 0 && st.Applied != nil && st.Applied.Hash != "" &&
+				slices.Contains(st.Applied.EnvoyFilters, status.EnvoyFilter{Namespace: "istio-system", Name: "globalconfig-gzip", Item: "gzip"})
 		})
 		// The metrics are set before the status is written.
 		m = f.metrics(ctl)
@@ -128,8 +131,8 @@ func TestLifecycle(t *testing.T) {
 				t.Errorf("event %q lacks %q", events[0], want)
 			}
 		}
-		f.waitStatus(func(st map[string]string) bool {
-			return st["state"] == "Invalid" && contains(st["errors"], "gzip.chunkSize") && contains(st["errors"], "gizp")
+		f.waitStatus(func(st *status.Status) bool {
+			return st.State == status.Invalid && contains(problems(st), "gzip.chunkSize") && contains(problems(st), "gizp")
 		})
 		if m := f.metrics(ctl); m["globalconfig_config_valid"] != 0 {
 			t.Error("config_valid gauge is not 0")
@@ -144,7 +147,7 @@ func TestLifecycle(t *testing.T) {
 		doc := strings.Replace(docV2, "brotli: {}\n", "", 1)
 		f.put(doc)
 		f.waitLive(f.desired(doc), 10*time.Second)
-		f.waitStatus(func(st map[string]string) bool { return st["state"] == "Applied" && st["errors"] == "" })
+		f.waitStatus(func(st *status.Status) bool { return st.State == status.Applied && len(st.Errors) == 0 })
 	})
 }
 
@@ -224,8 +227,8 @@ func TestInvalidDocumentAtStartupDeletesNothing(t *testing.T) {
 	if !maps.Equal(before, after) {
 		t.Errorf("EnvoyFilters changed when starting on an invalid document:\n%v\n%v", before, after)
 	}
-	if st := f.status(); st["state"] != "Invalid" || !contains(st["errors"], "gzip.chunkSize") {
-		t.Errorf("status: %v", st)
+	if st := f.status(); st.State != status.Invalid || !contains(problems(st), "gzip.chunkSize") {
+		t.Errorf("status: %+v", st)
 	}
 }
 
@@ -244,8 +247,8 @@ func TestDeletedConfigMap(t *testing.T) {
 	if got, _ := f.live(); !maps.Equal(got, want) {
 		t.Errorf("EnvoyFilters changed when the ConfigMap was deleted (default keeps them): %v", got)
 	}
-	if st := f.status(); st["state"] != "ConfigMapDeleted" || st["lastAppliedHash"] == "" {
-		t.Errorf("status: %v", st)
+	if st := f.status(); st.State != status.ConfigMapDeleted || st.Applied == nil || st.Applied.Hash == "" {
+		t.Errorf("status: %+v", st)
 	}
 	ctl.Kill()
 	_ = cluster.Admin.CoordinationV1().Leases(ns).Delete(f.ctx, leaseName, metav1.DeleteOptions{})

@@ -18,9 +18,9 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
-	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -83,7 +83,7 @@ func setup(t testing.TB) *fixture {
 func (f *fixture) reset() {
 	ctx := context.Background()
 	cms := cluster.Admin.CoreV1().ConfigMaps(ns)
-	for _, name := range []string{cmName, controller.StatusName(cmName)} {
+	for _, name := range []string{cmName, status.ConfigMapName(cmName)} {
 		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			f.t.Logf("reset: %v", err)
 		}
@@ -224,34 +224,51 @@ func (f *fixture) waitLeader(ctl *harness.Controller, timeout time.Duration) {
 	}
 }
 
-// status returns the status ConfigMap's data.
-func (f *fixture) status() map[string]string {
+// status returns the status the controller wrote.
+func (f *fixture) status() *status.Status {
 	f.t.Helper()
-	cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, controller.StatusName(cmName), metav1.GetOptions{})
+	st, err := f.readStatus()
 	if err != nil {
-		f.t.Fatalf("status configmap: %v", err)
+		f.t.Fatalf("status: %v", err)
 	}
-	return cm.Data
+	return st
 }
 
-// waitStatus waits until the status ConfigMap's data satisfies cond.
-func (f *fixture) waitStatus(cond func(map[string]string) bool) {
+func (f *fixture) readStatus() (*status.Status, error) {
+	cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, status.ConfigMapName(cmName), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return status.Read(cm.Data)
+}
+
+// waitStatus waits until the status satisfies cond.
+func (f *fixture) waitStatus(cond func(*status.Status) bool) {
 	f.t.Helper()
-	var last map[string]string
+	var last *status.Status
 	if !harness.Eventually(f.ctx, 10*time.Second, func() bool {
-		cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, controller.StatusName(cmName), metav1.GetOptions{})
+		st, err := f.readStatus()
 		if err != nil {
 			return false
 		}
-		last = cm.Data
-		return cond(cm.Data)
+		last = st
+		return cond(st)
 	}) {
-		f.t.Fatalf("status never became as expected; last: %v", last)
+		f.t.Fatalf("status never became as expected; last: %+v", last)
 	}
 }
 
+// problems are a status's errors, one per line, as people read them.
+func problems(st *status.Status) string {
+	var lines []string
+	for _, p := range st.Errors {
+		lines = append(lines, p.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
 func (f *fixture) statusVersion() string {
-	cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, controller.StatusName(cmName), metav1.GetOptions{})
+	cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, status.ConfigMapName(cmName), metav1.GetOptions{})
 	if err != nil {
 		return ""
 	}

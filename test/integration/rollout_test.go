@@ -8,8 +8,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -58,15 +58,15 @@ func TestRolloutFindsIstiodInstances(t *testing.T) {
 	// timeout.
 	instances := func(want ...string) {
 		t.Helper()
-		var last map[string]string
+		var last *status.Status
 		if !harness.Eventually(f.ctx, 4*rollout.RequestTimeout, func() bool {
-			s, err := f.statusData()
+			s, err := f.readStatus()
 			if err != nil {
 				return false
 			}
 			last = s
-			st, err := rollout.Parse(s[rollout.StatusKey])
-			if err != nil || st.Version != s["lastAppliedHash"] || len(st.Istiod) != len(want) {
+			st := s.Rollout
+			if st == nil || s.Applied == nil || st.Version != s.Applied.Hash || len(st.Istiod) != len(want) {
 				return false
 			}
 			for i, ist := range st.Istiod {
@@ -76,7 +76,7 @@ func TestRolloutFindsIstiodInstances(t *testing.T) {
 			}
 			return true
 		}) {
-			t.Fatalf("the status should list the istiod instances %v, unreachable; last: %v", want, last)
+			t.Fatalf("the status should list the istiod instances %v, unreachable; last: %+v", want, last)
 		}
 	}
 	instances("http://192.0.2.10:18080", "http://192.0.2.12:18080")
@@ -87,13 +87,4 @@ func TestRolloutFindsIstiodInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	instances("http://192.0.2.10:18080")
-}
-
-// statusData reads the status ConfigMap.
-func (f *fixture) statusData() (map[string]string, error) {
-	cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(f.ctx, controller.StatusName(cmName), metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return cm.Data, nil
 }

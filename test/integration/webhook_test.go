@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -172,8 +173,8 @@ func TestAdmissionWebhook(t *testing.T) {
 		t.Fatalf("with the controller down the edit was refused (failurePolicy must be Ignore): %v\n%s", err, out)
 	}
 	f.start("controller-2")
-	f.waitStatus(func(st map[string]string) bool {
-		return st["state"] == "Invalid" && contains(st["errors"], "gzip.chunkSize")
+	f.waitStatus(func(st *status.Status) bool {
+		return st.State == status.Invalid && contains(problems(st), "gzip.chunkSize")
 	})
 	if _, after := f.live(); !maps.Equal(live, after) {
 		t.Error("EnvoyFilters changed after an invalid edit got past the webhook")

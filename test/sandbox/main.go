@@ -21,8 +21,6 @@ import (
 	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/globalconfig/globalconfig/pkg/controller"
-	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -190,12 +188,9 @@ var gatewayLabels = map[string]string{"istio": "ingressgateway"}
 // synced tells whether the status ConfigMap says every proxy the applied
 // set reaches took it.
 func synced(ctx context.Context, cluster *harness.Cluster) bool {
-	cm, err := cluster.Admin.CoreV1().ConfigMaps(harness.Namespace).Get(ctx, controller.StatusName("global-config"), metav1.GetOptions{})
-	if err != nil {
-		return false
-	}
-	st, err := rollout.Parse(cm.Data[rollout.StatusKey])
-	return err == nil && st.Version == cm.Data["lastAppliedHash"] && st.Selected > 0 && st.Synced == st.Selected
+	st, err := cluster.Status(ctx)
+	return err == nil && st.Applied != nil && st.Rollout != nil && st.Rollout.Version == st.Applied.Hash &&
+		st.Rollout.Selected > 0 && st.Rollout.Synced == st.Rollout.Selected
 }
 
 // serves tells whether a GET of url through the gateway reaches the backend.

@@ -1,0 +1,199 @@
+// Package status is globalconfig's status contract: what the controller
+// last did with the global document, as one typed, versioned object. The
+// controller writes it as JSON under one key of the status ConfigMap
+// (NAME-status, beside the global ConfigMap); `globalconfig status -o
+// json` prints exactly it, and tools and dashboards read it with Read.
+// Nothing reads prose back: every field a tool needs is a field here.
+//
+// docs/status.md documents every field; a test keeps the two in step.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
+)
+
+// Version is the version of the status this package writes. A reader
+// refuses another one: a field's meaning may have changed.
+const Version = 1
+
+// Key is the status ConfigMap's key holding the Status as JSON.
+const Key = "status.json"
+
+// ConfigMapName is the name of the status ConfigMap of the global
+// ConfigMap name.
+func ConfigMapName(name string) string { return name + "-status" }
+
+// State is what the controller did with the document.
+type State string
+
+// The states.
+const (
+	// Applied: the document is valid and its EnvoyFilters are delivered.
+	Applied State = "Applied"
+	// Invalid: the document was rejected; the last good set is kept.
+	Invalid State = "Invalid"
+	// ApplyFailed: the document is valid but delivering its set failed;
+	// Message says why, and the sync is retried.
+	ApplyFailed State = "ApplyFailed"
+	// ConfigMapDeleted: the global ConfigMap is gone; Message says what
+	// happened to the EnvoyFilters.
+	ConfigMapDeleted State = "ConfigMapDeleted"
+)
+
+// Status is the status object.
+type Status struct {
+	// Version is Version.
+	Version int   `json:"version"`
+	State   State `json:"state"`
+	// Message says, for people, what the state means for the proxies.
+	Message string `json:"message,omitempty"`
+	// Errors are the document's problems (State Invalid), Warnings the
+	// items' warnings on a valid document; never nil.
+	Errors   []Problem `json:"errors"`
+	Warnings []Problem `json:"warnings"`
+	// Applied is the set the proxies are to have: the last good
+	// document's. Nil until a set was delivered.
+	Applied *AppliedSet `json:"applied,omitempty"`
+	// Sink is where the set goes: "kube" (EnvoyFilter objects), "mcp"
+	// (served to istiod) or "both".
+	Sink string `json:"sink"`
+	// MCPNack is istiod's last rejection of an MCP push, when it has not
+	// accepted a later one (sinks mcp and both).
+	MCPNack string `json:"mcpNack,omitempty"`
+	// Rollout is how far the proxies took the applied set; nil while it
+	// is not tracked (--rollout=false) or istiod has not answered yet for
+	// this set. RolloutSummary is its one line, or why there is none.
+	Rollout        *rollout.Status `json:"rollout,omitempty"`
+	RolloutSummary string          `json:"rolloutSummary,omitempty"`
+}
+
+// Problem is one problem (or warning) of the document.
+type Problem struct {
+	// Path is the dotted path of the key ("gzip.chunkSize"); empty for
+	// the document as a whole.
+	Path string `json:"path,omitempty"`
+	// Line is the key's line in the document, when known.
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// String is the problem as the webhook and Events word it.
+func (p Problem) String() string {
+	s := p.Message
+	if p.Path != "" {
+		s = p.Path + ": " + s
+	}
+	if p.Line > 0 {
+		s += fmt.Sprintf(" (%s line %d)", document.DataKey, p.Line)
+	}
+	return s
+}
+
+// Problems are errs as Problems, each with its message passed through
+// scrub (secret values out); never nil.
+func Problems(errs []*fielderr.Error, scrub func(string) string) []Problem {
+	out := make([]Problem, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, Problem{Path: e.Path, Line: e.Line, Message: scrub(e.Msg)})
+	}
+	return out
+}
+
+// AppliedSet is a delivered EnvoyFilter set.
+type AppliedSet struct {
+	// Hash names the set (the rollout's version).
+	Hash string `json:"hash"`
+	// Time is when this set was first delivered.
+	Time time.Time `json:"time"`
+	// EnvoyFilters are the set's objects, in delivery order.
+	EnvoyFilters []EnvoyFilter `json:"envoyFilters"`
+	// Change is what the change to this set did to the items; empty when
+	// unknown (a set restored at start).
+	Change Change `json:"change"`
+}
+
+// EnvoyFilter is one object of the set.
+type EnvoyFilter struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Item is the document item it is built from.
+	Item string `json:"item"`
+}
+
+// Change is the item diff of a change; the lists are never nil.
+type Change struct {
+	Added   []string `json:"added"`
+	Changed []string `json:"changed"`
+	Removed []string `json:"removed"`
+}
+
+// Empty reports whether the change names no item.
+func (c Change) Empty() bool { return len(c.Added)+len(c.Changed)+len(c.Removed) == 0 }
+
+// Of returns the change to item ("added", "changed" or ""; a removed
+// item has no EnvoyFilter).
+func (c Change) Of(item string) string {
+	switch {
+	case slices.Contains(c.Added, item):
+		return "added"
+	case slices.Contains(c.Changed, item):
+		return "changed"
+	}
+	return ""
+}
+
+// New is an empty status of the current version in state.
+func New(state State) *Status {
+	return &Status{Version: Version, State: state, Errors: []Problem{}, Warnings: []Problem{}}
+}
+
+// Marshal is s as the status ConfigMap holds it: indented JSON, so that
+// `kubectl get configmap -o yaml` stays readable.
+func (s *Status) Marshal() (string, error) {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode status: %w", err)
+	}
+	return string(b) + "\n", nil
+}
+
+// Parse reads a status ConfigMap's Key. Unknown fields and other
+// versions are errors.
+func Parse(text string) (*Status, error) {
+	var probe struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(text), &probe); err != nil {
+		return nil, fmt.Errorf("status %s: %w", Key, err)
+	}
+	switch {
+	case probe.Version == nil:
+		return nil, fmt.Errorf("status %s: no version", Key)
+	case *probe.Version != Version:
+		return nil, fmt.Errorf("status %s: version %d, this globalconfig reads version %d", Key, *probe.Version, Version)
+	}
+	s := &Status{}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(s); err != nil {
+		return nil, fmt.Errorf("status %s: %w", Key, err)
+	}
+	return s, nil
+}
+
+// Read reads the status from a status ConfigMap's data.
+func Read(data map[string]string) (*Status, error) {
+	text, ok := data[Key]
+	if !ok {
+		return nil, fmt.Errorf("status: no key %s", Key)
+	}
+	return Parse(text)
+}
