@@ -59,37 +59,6 @@ func Equal(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
 	return err == nil && h == d.Hash()
 }
 
-// Items is the item diff: which items the change adds, changes or
-// removes (render.Diff without the unchanged ones).
-type Items struct {
-	Added   []string `json:"added"`
-	Changed []string `json:"changed"`
-	Removed []string `json:"removed"`
-}
-
-// ItemsOf is the item part of d; its lists are never nil.
-func ItemsOf(d render.Diff) Items {
-	nonNil := func(s []string) []string {
-		if s == nil {
-			return []string{}
-		}
-		return s
-	}
-	return Items{Added: nonNil(d.Added), Changed: nonNil(d.Changed), Removed: nonNil(d.Removed)}
-}
-
-// Diff is the render.Diff of the items (Unchanged left empty).
-func (i Items) Diff() render.Diff {
-	return render.Diff{Added: i.Added, Changed: i.Changed, Removed: i.Removed}
-}
-
-// Empty reports whether no item is added, changed or removed.
-func (i Items) Empty() bool { return i.Diff().Empty() }
-
-// String is the item line, render.Diff's words: "changed gzip; removed
-// zstd", or "no item changed".
-func (i Items) String() string { return i.Diff().String() }
-
 // Change is one EnvoyFilter the plan writes.
 type Change struct {
 	Name      string `json:"name"`
@@ -107,7 +76,9 @@ func (c Change) Key() string { return c.Namespace + "/" + c.Name }
 
 // Plan is what applying a document would change.
 type Plan struct {
-	Items Items `json:"items"`
+	// Items is the item diff; its JSON lists what is added, changed and
+	// removed.
+	Items render.Diff `json:"items"`
 	// EnvoyFilters are the writes, in the order the controller makes
 	// them: the desired objects by name, then the deletes by key.
 	EnvoyFilters []Change `json:"envoyFilters"`
@@ -119,7 +90,7 @@ type Plan struct {
 // live document), desired the file's EnvoyFilters and live the managed
 // EnvoyFilters in the cluster.
 func New(before, after map[string]string, desired []*envoyfilter.Object, live []*clientnetworking.EnvoyFilter) (*Plan, error) {
-	p := &Plan{Items: ItemsOf(render.Compare(before, after)), EnvoyFilters: []Change{}}
+	p := &Plan{Items: render.Compare(before, after), EnvoyFilters: []Change{}}
 	byKey := map[string]*clientnetworking.EnvoyFilter{}
 	for _, l := range live {
 		if l.Labels[envoyfilter.LabelManagedBy] == envoyfilter.ManagedByValue {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -197,6 +198,22 @@ func Compare(before, after map[string]string) Diff {
 		}
 	}
 	return d
+}
+
+// MarshalJSON writes the diff as tools read it, without the unchanged
+// items: {"added":[…],"changed":[…],"removed":[…]}, never null.
+func (d Diff) MarshalJSON() ([]byte, error) {
+	nonNil := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return json.Marshal(struct {
+		Added   []string `json:"added"`
+		Changed []string `json:"changed"`
+		Removed []string `json:"removed"`
+	}{nonNil(d.Added), nonNil(d.Changed), nonNil(d.Removed)})
 }
 
 // Empty reports whether nothing is added, changed or removed.
