@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
@@ -78,6 +79,9 @@ type Controller struct {
 	metrics  *Metrics
 	recorder record.EventRecorder
 	renderer *render.Renderer
+	// sink delivers the decisions: kubeSink, or decide.Discard when
+	// ReportOnly.
+	sink decide.Sink
 
 	configMaps   corelisters.ConfigMapLister
 	envoyFilters istiolisters.EnvoyFilterLister
@@ -125,6 +129,10 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 	}
 	if c.cfg.Sink == "" {
 		c.cfg.Sink = "kube"
+	}
+	c.sink = kubeSink{c}
+	if cfg.ReportOnly {
+		c.sink = decide.Discard{}
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.Enqueue() },

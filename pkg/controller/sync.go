@@ -69,20 +69,21 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 		return err
 	}
 	cm, err := c.configMap(ctx)
-	if apierrors.IsNotFound(err) {
-		return c.syncDeleted(ctx, &result)
-	}
-	if err != nil {
+	missing := apierrors.IsNotFound(err)
+	if err != nil && !missing {
 		return fmt.Errorf("read configmap: %w", err)
 	}
 
-	in := decide.Input{Data: cm.Data}
+	in := decide.Input{Missing: missing, PruneOnDelete: c.cfg.PruneOnDelete}
+	if !missing {
+		in.Data = cm.Data
+	}
 	if c.st.applied != nil {
 		in.Applied = c.st.applied.Applied()
 	}
 	if !c.st.lastGoodRead {
 		// Asked at most once a term: when the term starts on an invalid
-		// document.
+		// document or without one.
 		in.LastGood = func() (map[string]string, error) {
 			c.st.lastGoodRead = true
 			return ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
@@ -92,22 +93,23 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if d.Valid() {
+	if d.Valid() && !missing {
 		c.st.secrets = d.Secrets
-	} else {
+	}
+	if !d.Valid() {
 		result = "invalid"
 	}
-	var writes []string
-	if !c.cfg.ReportOnly && d.Deliver() {
-		// An invalid document with nothing to keep leaves the live
-		// EnvoyFilters alone: they are the last good state.
-		writes, err = c.converge(ctx, d.Set)
-	}
-	if err == nil && (d.Source == decide.Document || d.Source == decide.LastGood) {
+	// An invalid document with nothing to keep delivers nothing: the live
+	// EnvoyFilters are the last good state.
+	writes, err := decide.Deliver(ctx, c.sink, d)
+	if err == nil && (d.Source == decide.Document || d.Source == decide.LastGood || d.Source == decide.Pruned) {
 		c.st.applied = &d
 	}
 	if len(writes) > 0 && result != "invalid" {
 		result = "applied"
+	}
+	if missing {
+		return c.reportDeleted(ctx, d, writes, err)
 	}
 	if rerr := c.report(ctx, cm, d, writes, err); rerr != nil {
 		return rerr
@@ -134,30 +136,35 @@ func (c *Controller) configMap(ctx context.Context) (*corev1.ConfigMap, error) {
 	return cm, err
 }
 
-// syncDeleted handles a missing ConfigMap: keep everything (default) or
-// prune every managed EnvoyFilter.
-func (c *Controller) syncDeleted(ctx context.Context, result *string) error {
+// reportDeleted reports a sync that found the ConfigMap gone: its
+// EnvoyFilters are kept (by default), or were removed (PruneOnDelete).
+func (c *Controller) reportDeleted(ctx context.Context, d decide.Decision, writes []string, deliverErr error) error {
+	if deliverErr != nil {
+		return deliverErr
+	}
 	st := status.New(status.ConfigMapDeleted)
 	st.Sink = c.cfg.Sink
-	if !c.cfg.PruneOnDelete || c.cfg.ReportOnly {
-		st.Message = "the ConfigMap is gone; the EnvoyFilters are kept (run with --prune-on-delete to remove them)"
-		if c.st.status != nil {
-			st.Applied = c.st.status.Applied
-		}
-		return c.writeStatus(ctx, st)
-	}
-	writes, err := c.converge(ctx, nil)
-	if err != nil {
-		return err
+	st.Message = "the ConfigMap is gone; the EnvoyFilters are kept (run with --prune-on-delete to remove them)"
+	switch {
+	case d.Source == decide.Pruned:
+		st.Message = "the ConfigMap is gone; the EnvoyFilters were removed (--prune-on-delete)"
+		c.metrics.ManagedFilters.Set(0)
+	case c.st.applied != nil:
+		st.Applied = c.appliedSet(c.st.applied)
+	case c.st.status != nil:
+		st.Applied = c.st.status.Applied
 	}
 	if len(writes) > 0 {
-		*result = "applied"
-		c.log.Info("ConfigMap deleted; pruned", "writes", writes)
+		c.log.Info("ConfigMap deleted", "source", string(d.Source), "writes", writes)
 	}
-	c.st.applied = &decide.Decision{Source: decide.Pruned}
-	c.metrics.ManagedFilters.Set(0)
-	st.Message = "the ConfigMap is gone; the EnvoyFilters were removed (--prune-on-delete)"
 	return c.writeStatus(ctx, st)
+}
+
+// kubeSink is the kube sink: EnvoyFilter objects in the cluster.
+type kubeSink struct{ c *Controller }
+
+func (k kubeSink) Deliver(ctx context.Context, set []*envoyfilter.Object) ([]string, error) {
+	return k.c.converge(ctx, set)
 }
 
 // converge makes the live managed EnvoyFilters equal to desired and says

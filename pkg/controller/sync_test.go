@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,16 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	istiofake "istio.io/client-go/pkg/clientset/versioned/fake"
-	istioinformers "istio.io/client-go/pkg/informers/externalversions"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -34,6 +27,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/status"
+	"github.com/globalconfig/globalconfig/test/fakekube"
 )
 
 // The sync is tested the way kubernetes/sample-controller tests its
@@ -53,101 +47,36 @@ headers:
   disableXEnvoyHeaders: true
 `
 
-var efResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1alpha3", Resource: "envoyfilters"}
-
 type fixture struct {
+	*fakekube.Cluster
 	t        *testing.T
 	ctx      context.Context
 	kube     *fake.Clientset
 	istio    *istiofake.Clientset
-	kubeInf  informers.SharedInformerFactory
-	istioInf istioinformers.SharedInformerFactory
 	recorder *record.FakeRecorder
 	ctrl     *Controller
 	metrics  *Metrics
-	// version numbers objects as the API server would.
-	version int
 }
 
 func newFixture(t *testing.T, cfg Config) *fixture {
-	f := &fixture{t: t, ctx: context.Background(), kube: fake.NewClientset(), istio: istiofake.NewSimpleClientset(), recorder: record.NewFakeRecorder(100)}
-	f.kubeInf = informers.NewSharedInformerFactory(f.kube, 0)
-	f.istioInf = istioinformers.NewSharedInformerFactory(f.istio, 0)
-	// The simple tracker can't create by server-side apply: do what the
-	// API server does, create or replace, with a new resourceVersion.
-	f.istio.PrependReactor("patch", "envoyfilters", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		if p.GetPatchType() != types.ApplyPatchType {
-			return false, nil, nil
-		}
-		ef := &clientnetworking.EnvoyFilter{}
-		if err := json.Unmarshal(p.GetPatch(), ef); err != nil {
-			return true, nil, err
-		}
-		f.version++
-		ef.ResourceVersion = strconv.Itoa(f.version)
-		tracker := f.istio.Tracker()
-		old, err := tracker.Get(efResource, p.GetNamespace(), p.GetName())
-		if apierrors.IsNotFound(err) {
-			ef.UID = types.UID("uid-" + ef.ResourceVersion)
-			return true, ef, tracker.Create(efResource, ef, p.GetNamespace())
-		}
-		ef.UID = old.(*clientnetworking.EnvoyFilter).UID
-		return true, ef, tracker.Update(efResource, ef, p.GetNamespace())
-	})
+	c := fakekube.New()
+	f := &fixture{Cluster: c, t: t, ctx: context.Background(), kube: c.Kube, istio: c.Istio, recorder: record.NewFakeRecorder(100)}
 	cfg.Namespace, cfg.Name, cfg.FieldManager = testNS, testName, "globalconfig"
 	f.metrics = NewMetrics(prometheus.NewRegistry())
-	f.ctrl = New(cfg, f.kube, f.istio, f.kubeInf.Core().V1().ConfigMaps(), f.istioInf.Networking().V1alpha3().EnvoyFilters(),
+	f.ctrl = New(cfg, f.kube, f.istio, c.KubeInf.Core().V1().ConfigMaps(), c.IstioInf.Networking().V1alpha3().EnvoyFilters(),
 		f.recorder, f.metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.ctrl.st = state{}
 	return f
 }
 
 // putConfig writes the global ConfigMap to the API and to the cache.
-func (f *fixture) putConfig(doc string) {
-	f.t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS}, Data: map[string]string{document.DataKey: doc}}
-	if _, err := f.kube.CoreV1().ConfigMaps(testNS).Get(f.ctx, testName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		_, err = f.kube.CoreV1().ConfigMaps(testNS).Create(f.ctx, cm, metav1.CreateOptions{})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-	} else if _, err := f.kube.CoreV1().ConfigMaps(testNS).Update(f.ctx, cm, metav1.UpdateOptions{}); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := f.kubeInf.Core().V1().ConfigMaps().Informer().GetStore().Update(cm); err != nil {
-		f.t.Fatal(err)
-	}
-}
+func (f *fixture) putConfig(doc string) { f.t.Helper(); f.PutConfig(f.t, testNS, testName, doc) }
 
 // deleteConfig removes the global ConfigMap from the API and the cache.
-func (f *fixture) deleteConfig() {
-	f.t.Helper()
-	if err := f.kube.CoreV1().ConfigMaps(testNS).Delete(f.ctx, testName, metav1.DeleteOptions{}); err != nil {
-		f.t.Fatal(err)
-	}
-	store := f.kubeInf.Core().V1().ConfigMaps().Informer().GetStore()
-	if obj, ok, _ := store.GetByKey(testNS + "/" + testName); ok {
-		_ = store.Delete(obj)
-	}
-}
+func (f *fixture) deleteConfig() { f.t.Helper(); f.DeleteConfig(f.t, testNS, testName) }
 
-// deliver makes the EnvoyFilter cache show what the API holds, as the
-// informer would once its events arrive.
-func (f *fixture) deliver() {
-	f.t.Helper()
-	list, err := f.istio.NetworkingV1alpha3().EnvoyFilters("").List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var objs []any
-	for _, ef := range list.Items {
-		objs = append(objs, ef)
-	}
-	if err := f.istioInf.Networking().V1alpha3().EnvoyFilters().Informer().GetStore().Replace(objs, ""); err != nil {
-		f.t.Fatal(err)
-	}
-}
+// deliver makes the EnvoyFilter cache show what the API holds.
+func (f *fixture) deliver() { f.t.Helper(); f.Deliver(f.t) }
 
 func (f *fixture) sync() error {
 	f.t.Helper()
@@ -178,22 +107,7 @@ func (f *fixture) writes() []string {
 }
 
 // live returns the content hashes of the EnvoyFilters the API holds.
-func (f *fixture) live() map[string]string {
-	f.t.Helper()
-	list, err := f.istio.NetworkingV1alpha3().EnvoyFilters(testNS).List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, ef := range list.Items {
-		h, err := envoyfilter.SpecHash(&ef.Spec)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		out[ef.Name] = h
-	}
-	return out
-}
+func (f *fixture) live() map[string]string { f.t.Helper(); return f.Live(f.t, testNS) }
 
 // status reads the status the controller wrote, as a tool would.
 func (f *fixture) status() *status.Status {
@@ -364,8 +278,8 @@ func TestSyncRestoresDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	gz.Spec.Priority = 99 // the content-hash annotation is left as it was
-	f.version++
-	gz.ResourceVersion = strconv.Itoa(f.version)
+	f.Version++
+	gz.ResourceVersion = strconv.Itoa(f.Version)
 	if _, err := efs.Update(f.ctx, gz, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +390,7 @@ func TestSyncAPIErrors(t *testing.T) {
 		requeued  bool
 		permanent bool
 	}{
-		{"forbidden", apierrors.NewForbidden(efResource.GroupResource(), "globalconfig-gzip", errors.New("RBAC says no")), false, true},
+		{"forbidden", apierrors.NewForbidden(fakekube.EnvoyFilters.GroupResource(), "globalconfig-gzip", errors.New("RBAC says no")), false, true},
 		{"unavailable", apierrors.NewServiceUnavailable("etcd is down"), true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

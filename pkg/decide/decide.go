@@ -1,13 +1,16 @@
 // Package decide is globalconfig's one decision path. From the global
-// ConfigMap's data, what this process delivered last and the stored last
-// good document, Decide says what every sink is to deliver: the document's
-// set, the last good set kept while the document is invalid, or nothing.
+// ConfigMap's data, what a sink delivered last and the stored last good
+// document, Decide says what the sink is to deliver: the document's set,
+// the last good set kept while the document is invalid, or nothing.
 // The controller (the kube sink, or report-only beside MCP) and the MCP
-// publisher both call it; the sinks only deliver. Decide writes nothing
-// and reads only through the function it is given.
+// publisher both call it and hand the decision to their Sink, which only
+// delivers. Decide writes nothing and reads only through the function it
+// is given.
 package decide
 
 import (
+	"context"
+
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/render"
@@ -28,6 +31,9 @@ const (
 	LastGood Source = "lastGood"
 	// Pruned: the ConfigMap is gone and PruneOnDelete asks for nothing.
 	Pruned Source = "pruned"
+	// Empty: the ConfigMap is gone, nothing is stored, and the sink holds
+	// nothing yet (Input.Fresh): an empty set, so istiod can start.
+	Empty Source = "empty"
 	// None: nothing to deliver; sinks keep what they have.
 	None Source = ""
 )
@@ -52,6 +58,11 @@ type Input struct {
 	LastGood func() (map[string]string, error)
 	// PruneOnDelete: a missing ConfigMap asks for no EnvoyFilters.
 	PruneOnDelete bool
+	// Fresh says the sink holds nothing until it first delivers (the MCP
+	// sink: istiod waits for its first answer), where the kube sink's
+	// EnvoyFilters outlive the process. A fresh sink is given an empty set
+	// for a missing ConfigMap when nothing better is stored.
+	Fresh bool
 }
 
 // Decision is what every sink is to deliver, and what to report.
@@ -90,7 +101,11 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 		case in.Applied != nil:
 			return Decision{}, nil
 		}
-		return lastGood(r, in, Decision{})
+		d, err := lastGood(r, in, Decision{})
+		if err == nil && !d.Deliver() && in.Fresh {
+			d = Decision{Source: Empty, Keys: map[string]string{}}
+		}
+		return d, err
 	}
 	res := r.FromConfigMap(in.Data)
 	if res.Valid() {
@@ -126,3 +141,27 @@ func lastGood(r *render.Renderer, in Input, d Decision) (Decision, error) {
 	d.Source, d.Set, d.Keys = LastGood, res.Objects, res.Keys
 	return d, nil
 }
+
+// Sink delivers decisions: the kube sink applies EnvoyFilter objects, the
+// MCP sink serves them to istiod, Discard (report-only) delivers nothing.
+// A sink decides nothing.
+type Sink interface {
+	// Deliver makes the sink's target hold exactly set, and says what it
+	// wrote, one entry per write ("created istio-system/globalconfig-gzip").
+	Deliver(ctx context.Context, set []*envoyfilter.Object) ([]string, error)
+}
+
+// Deliver hands d's set to s when d asks for one.
+func Deliver(ctx context.Context, s Sink, d Decision) ([]string, error) {
+	if !d.Deliver() {
+		return nil, nil
+	}
+	return s.Deliver(ctx, d.Set)
+}
+
+// Discard is the report-only sink: it delivers nothing (the controller
+// beside an MCP sink, which istiod reads instead).
+type Discard struct{}
+
+// Deliver does nothing.
+func (Discard) Deliver(context.Context, []*envoyfilter.Object) ([]string, error) { return nil, nil }

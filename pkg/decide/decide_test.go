@@ -51,6 +51,10 @@ func TestDecide(t *testing.T) {
 		{name: "ConfigMap gone: keep", in: decide.Input{Missing: true, Applied: decided(good)}, source: decide.None, valid: true},
 		{name: "ConfigMap gone at start: the stored last good", in: decide.Input{Missing: true, LastGood: stored(other)}, source: decide.LastGood, set: 1, valid: true, lastGoodOK: true},
 		{name: "ConfigMap gone, pruning", in: decide.Input{Missing: true, Applied: decided(good), PruneOnDelete: true}, source: decide.Pruned, valid: true},
+		{name: "ConfigMap gone at start, nothing stored: nothing", in: decide.Input{Missing: true, LastGood: stored("")}, source: decide.None, valid: true, lastGoodOK: true},
+		{name: "ConfigMap gone at start, nothing stored, a fresh sink: an empty set", in: decide.Input{Missing: true, LastGood: stored(""), Fresh: true}, source: decide.Empty, valid: true, lastGoodOK: true},
+		{name: "ConfigMap gone at start, a fresh sink: the stored last good", in: decide.Input{Missing: true, LastGood: stored(other), Fresh: true}, source: decide.LastGood, set: 1, valid: true, lastGoodOK: true},
+		{name: "invalid at start, nothing stored, a fresh sink: nothing", in: decide.Input{Data: data(bad), LastGood: stored(""), Fresh: true}, source: decide.None, lastGoodOK: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			asked := false

@@ -24,6 +24,7 @@ import (
 // starting beside it is served at once; without one, a missing ConfigMap
 // publishes an empty set, and an invalid document waits for a valid one.
 // A missing ConfigMap publishes an empty set when PruneOnDelete is set.
+// What to publish is decided by decide.Decide, as for the kube sink.
 type Publisher struct {
 	Server          *Server
 	ConfigMaps      corelisters.ConfigMapLister
@@ -103,14 +104,16 @@ func (p *Publisher) Run(ctx context.Context) {
 			return
 		case <-p.signal:
 		}
-		p.publishOnce()
+		p.Sync()
 	}
 }
 
-func (p *Publisher) publishOnce() {
+// Sync reads the ConfigMap, decides and publishes what the decision asks
+// for; Run calls it on every Changed.
+func (p *Publisher) Sync() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	in := decide.Input{Applied: p.applied, PruneOnDelete: p.PruneOnDelete}
+	in := decide.Input{Applied: p.applied, PruneOnDelete: p.PruneOnDelete, Fresh: !p.published}
 	if p.LastGood != nil {
 		in.LastGood = func() (map[string]string, error) { return p.LastGood(ctx) }
 	}
@@ -131,31 +134,36 @@ func (p *Publisher) publishOnce() {
 	p.mu.Lock()
 	p.secrets = d.Secrets
 	p.mu.Unlock()
-	switch {
-	case d.Deliver():
-		if d.Source == decide.LastGood {
-			p.Log.Info("mcp: the document is not usable; serving the stored last good one")
-		}
-		p.publish(d.Set)
-		p.applied = d.Applied()
-	case in.Missing && !p.published:
-		// No ConfigMap and nothing stored: an empty set lets istiod start.
-		p.publish(nil)
+	if d.Source == decide.LastGood {
+		p.Log.Info("mcp: the document is not usable; serving the stored last good one")
 	}
-	// Otherwise the document is invalid: the controller reports the
-	// problems; istiod keeps the last good set (or waits for a valid one).
-}
-
-func (p *Publisher) publish(objs []*envoyfilter.Object) {
-	hash := render.SetHash(objs)
-	if err := p.Server.Publish(hash, objs); err != nil {
+	// An invalid document with nothing to keep delivers nothing: the
+	// controller reports the problems, and istiod keeps the last good set
+	// (or waits for a valid one).
+	if _, err := decide.Deliver(ctx, serverSink{p}, d); err != nil {
 		p.Log.Error("mcp: publish", "err", err)
 		return
 	}
-	if !p.published || p.publishedHash != hash {
-		p.metrics.Publishes.Inc()
+	if d.Deliver() {
+		p.applied = d.Applied()
 	}
+}
+
+// serverSink is the MCP sink: it serves the set to every istiod.
+type serverSink struct{ p *Publisher }
+
+func (s serverSink) Deliver(_ context.Context, objs []*envoyfilter.Object) ([]string, error) {
+	p := s.p
+	hash := render.SetHash(objs)
+	if p.published && p.publishedHash == hash {
+		return nil, nil
+	}
+	if err := p.Server.Publish(hash, objs); err != nil {
+		return nil, err
+	}
+	p.metrics.Publishes.Inc()
 	p.published, p.publishedHash = true, hash
+	return []string{fmt.Sprintf("served %d EnvoyFilters as set %s", len(objs), hash)}, nil
 }
 
 // LastNack is istiod's last rejection of an EnvoyFilter push, scrubbed of

@@ -62,7 +62,7 @@ func TestPublisherStartsFromTheLastGood(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := publisherWith(t, c.doc, c.lastGood)
-			p.publishOnce()
+			p.Sync()
 			if n := served(p); n != 2 {
 				t.Fatalf("serves %d EnvoyFilters, want the last good 2", n)
 			}
@@ -70,14 +70,14 @@ func TestPublisherStartsFromTheLastGood(t *testing.T) {
 	}
 	t.Run("nothing stored", func(t *testing.T) {
 		p := publisherWith(t, "gizp: {}\n", "")
-		p.publishOnce()
+		p.Sync()
 		if n := served(p); n != -1 {
 			t.Errorf("serves %d EnvoyFilters with no valid document anywhere, want to wait", n)
 		}
 	})
 	t.Run("a valid document wins", func(t *testing.T) {
 		p := publisherWith(t, "gzip: {}\n", good)
-		p.publishOnce()
+		p.Sync()
 		if n := served(p); n != 1 {
 			t.Errorf("serves %d EnvoyFilters, want the document's 1", n)
 		}

@@ -121,6 +121,25 @@ func (s *Server) Publish(version string, objs []*envoyfilter.Object) error {
 	return nil
 }
 
+// Served is what the server serves, read back from its MCP resources:
+// each EnvoyFilter's namespace/name and content hash; nil before the
+// first Publish.
+func (s *Server) Served() (map[string]string, error) {
+	_, res, ok := s.snapshot()
+	if !ok {
+		return nil, nil
+	}
+	objs := map[string]string{}
+	for _, a := range res {
+		r := &mcpv1alpha1.Resource{}
+		if err := a.UnmarshalTo(r); err != nil {
+			return nil, fmt.Errorf("mcp: unpack a served resource: %w", err)
+		}
+		objs[r.GetMetadata().GetName()] = r.GetMetadata().GetVersion()
+	}
+	return objs, nil
+}
+
 func (s *Server) snapshot() (string, []*anypb.Any, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
