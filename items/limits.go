@@ -81,6 +81,40 @@ type Range struct {
 	// Min and Max are inclusive; Max is +Inf for a key with no ceiling
 	// (see AtLeast).
 	Min, Max float64
+	// OneOf, when set, are the only values taken (see OneOf); Min and Max
+	// are its least and greatest.
+	OneOf []float64
+	// Why, when set, ends the problem of a value out of range: why the
+	// limit is there.
+	Why string
+}
+
+// OneOf is the Range of a key that takes only values (an enum of
+// numbers), at least two, in increasing order.
+func OneOf(path string, values ...float64) Range {
+	if len(values) < 2 || !slices.IsSorted(values) {
+		panic(fmt.Sprintf("items: OneOf %q: give at least two values in increasing order", path))
+	}
+	return Range{Path: path, Min: values[0], Max: values[len(values)-1], OneOf: values}
+}
+
+// Spans writes the values of OneOf with consecutive integers as spans:
+// "400-417, 421-424, 426".
+func (r Range) Spans() string {
+	var out []string
+	for i := 0; i < len(r.OneOf); {
+		j := i
+		for j+1 < len(r.OneOf) && r.OneOf[j+1] == r.OneOf[j]+1 {
+			j++
+		}
+		if j > i {
+			out = append(out, number(r.OneOf[i])+"-"+number(r.OneOf[j]))
+		} else {
+			out = append(out, number(r.OneOf[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(out, ", ")
 }
 
 // AtLeast is the Range of a key with a floor and no ceiling.
@@ -131,12 +165,18 @@ func CheckRanges(p *Problems, it Ranger) {
 			default:
 				f, got = v.Float(), strconv.FormatFloat(v.Float(), 'g', -1, v.Type().Bits())
 			}
+			why := ""
+			if r.Why != "" {
+				why = ": " + r.Why
+			}
 			switch {
-			case f >= r.Min && f <= r.Max:
+			case f >= r.Min && f <= r.Max && (r.OneOf == nil || slices.Contains(r.OneOf, f)):
+			case r.OneOf != nil:
+				p.Addf(path, "must be one of %s, got %s%s", r.Spans(), got, why)
 			case math.IsInf(r.Max, 1):
-				p.Addf(path, "must be at least %s, got %s", number(r.Min), got)
+				p.Addf(path, "must be at least %s, got %s%s", number(r.Min), got, why)
 			default:
-				p.Addf(path, "must be between %s and %s, got %s", number(r.Min), number(r.Max), got)
+				p.Addf(path, "must be between %s and %s, got %s%s", number(r.Min), number(r.Max), got, why)
 			}
 		})
 	}

@@ -144,16 +144,6 @@ func DescribeTag(tag string) string {
 // Problems is where an item's Validate records what is wrong.
 type Problems = fielderr.List
 
-// CheckRange records a problem at path unless lo <= v <= hi. A key's
-// fixed range belongs in the item's Ranges instead (see CheckRanges), which
-// the JSON Schema shows too; CheckRange is for a bound that depends on
-// other keys.
-func CheckRange[T ~int | ~int32 | ~int64 | ~uint32 | ~uint64 | ~float64](p *Problems, path string, v, lo, hi T) {
-	if v < lo || v > hi {
-		p.Addf(path, "must be between %v and %v, got %v", lo, hi, v)
-	}
-}
-
 // EnumNames returns the names of a protobuf enum's value map, sorted; an
 // item's string enum types return it from Values().
 func EnumNames(m map[string]int32) []string {

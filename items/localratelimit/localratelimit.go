@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -150,8 +149,25 @@ func (*LocalRateLimit) Ranges() []items.Range {
 		items.AtLeast("perHeader[].tokensPerFill", 1),
 		{Path: "filterEnabled", Min: 0, Max: MaxPercent},
 		{Path: "filterEnforced", Min: 0, Max: MaxPercent},
+		statusCodes,
 	}
 }
+
+// statusCodes are the codes statusCode takes: those from 400 Envoy's
+// StatusCode enum defines (HttpStatus refuses others; below 400 Envoy
+// answers 429 instead).
+var statusCodes = func() items.Range {
+	var codes []float64
+	for c := range typev3.StatusCode_name {
+		if c >= MinStatusCode {
+			codes = append(codes, float64(c))
+		}
+	}
+	slices.Sort(codes)
+	r := items.OneOf("statusCode", codes...)
+	r.Why = fmt.Sprintf("the codes from %d Envoy knows (below %d it answers 429 instead)", MinStatusCode, MinStatusCode)
+	return r
+}()
 
 // keyed reports whether any keyed limit is given.
 func (l *LocalRateLimit) keyed() bool { return l.PerClient != nil || len(l.PerHeader) > 0 }
@@ -207,7 +223,6 @@ func (l *LocalRateLimit) Validate() error {
 	if !keyed && l.MaxKeys != DefaultMaxKeys {
 		p.Addf("maxKeys", "only applies with perClient or perHeader")
 	}
-	checkStatusCode(&p, "statusCode", l.StatusCode)
 	if len(l.ResponseHeaders) > MaxResponseHeaders {
 		p.Addf("responseHeaders", "has %d headers; Envoy allows at most %d", len(l.ResponseHeaders), MaxResponseHeaders)
 	}
@@ -269,45 +284,6 @@ func checkKeyHeader(p *items.Problems, path, name string) {
 	default:
 		items.CheckHeader(p, path, name, "")
 	}
-}
-
-// checkStatusCode accepts a code Envoy answers as it is given: one its
-// StatusCode enum defines (HttpStatus refuses others), 400 or above
-// (below 400 Envoy answers 429 instead).
-func checkStatusCode(p *items.Problems, path string, code uint32) {
-	if code < MinStatusCode {
-		p.Addf(path, "must be at least %d, got %d: Envoy answers 429 instead of any code below %d", MinStatusCode, code, MinStatusCode)
-		return
-	}
-	if _, ok := typev3.StatusCode_name[int32(min(code, 1<<31-1))]; !ok {
-		p.Addf(path, "Envoy does not know %d; use one of %s", code, knownErrorCodes())
-	}
-}
-
-// knownErrorCodes lists the codes from 400 Envoy's StatusCode enum
-// defines, consecutive ones as ranges: 400-417, 421-424, ...
-func knownErrorCodes() string {
-	var codes []int32
-	for c := range typev3.StatusCode_name {
-		if c >= MinStatusCode {
-			codes = append(codes, c)
-		}
-	}
-	slices.Sort(codes)
-	var out []string
-	for i := 0; i < len(codes); {
-		j := i
-		for j+1 < len(codes) && codes[j+1] == codes[j]+1 {
-			j++
-		}
-		if j > i {
-			out = append(out, fmt.Sprintf("%d-%d", codes[i], codes[j]))
-		} else {
-			out = append(out, fmt.Sprint(codes[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(out, ", ")
 }
 
 // fraction is a percentage as Envoy's runtime fractional percent.

@@ -36,14 +36,24 @@ func init() {
 	})
 }
 
+// MaxSize is the ceiling of maxSize: Envoy's max_request_bytes is a
+// uint32.
+const MaxSize = math.MaxUint32
+
+// Ranges implements items.Ranger: Validate checks them, and the JSON
+// Schema shows them.
+func (*RequestBody) Ranges() []items.Range {
+	return []items.Range{{Path: "maxSize", Min: 1, Max: MaxSize, Why: "Envoy's limit, in bytes"}}
+}
+
 // Validate implements items.Item.
 func (r *RequestBody) Validate() error {
 	var p items.Problems
 	switch {
 	case r.MaxSize == 0 && r.Enable:
 		p.Addf("maxSize", "is required, e.g. 10Mi")
-	case r.MaxSize > math.MaxUint32:
-		p.Addf("maxSize", "must be at most 4294967295 bytes (Envoy's limit), got %d", uint64(r.MaxSize))
+	case r.MaxSize > 0:
+		items.CheckRanges(&p, r)
 	}
 	return p.Err()
 }

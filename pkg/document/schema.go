@@ -19,7 +19,7 @@ type Schema struct {
 	Properties           map[string]*Schema `json:"properties,omitempty"`
 	AdditionalProperties any                `json:"additionalProperties,omitempty"`
 	Items                *Schema            `json:"items,omitempty"`
-	Enum                 []string           `json:"enum,omitempty"`
+	Enum                 []any              `json:"enum,omitempty"`
 	Minimum              *float64           `json:"minimum,omitempty"`
 	Maximum              *float64           `json:"maximum,omitempty"`
 	Pattern              string             `json:"pattern,omitempty"`
@@ -89,6 +89,10 @@ func setRange(s *Schema, r items.Range, item string) {
 		hi := r.Max
 		n.Maximum = &hi
 	}
+	n.Enum = nil
+	for _, v := range r.OneOf {
+		n.Enum = append(n.Enum, v)
+	}
 }
 
 // schemaOf describes type t; def, when valid, is its default value.
@@ -127,7 +131,10 @@ func schemaOf(t reflect.Type, def reflect.Value) *Schema {
 		s.Default = defaultOf(def)
 	case reflect.String:
 		s.Type = []string{"string"}
-		s.Enum, _ = items.EnumValues(t)
+		values, _ := items.EnumValues(t)
+		for _, v := range values {
+			s.Enum = append(s.Enum, v)
+		}
 		s.Default = defaultOf(def)
 	case reflect.Bool:
 		s.Type = []string{"boolean"}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,6 +89,13 @@ func rangeCases(t *testing.T) []limitsCase {
 					limitsCase{path, numberNode(rng.Max), true},
 					limitsCase{path, numberNode(rng.Max + 1), false},
 				)
+			}
+			// A value between the bounds that OneOf leaves out.
+			for v := rng.Min + 1; rng.OneOf != nil && v < rng.Max; v++ {
+				if !slices.Contains(rng.OneOf, v) {
+					out = append(out, limitsCase{path, numberNode(v), false})
+					break
+				}
 			}
 		}
 	}
