@@ -172,12 +172,33 @@ func TestPort(t *testing.T) {
 	}
 }
 
-func TestCheckRange(t *testing.T) {
-	var p items.Problems
-	items.CheckRange(&p, "a", 5, 1, 9)
-	items.CheckRange(&p, "b", 10, 1, 9)
-	items.CheckRange(&p, "c", 0.5, 1.0, 9.0)
-	if err := p.Err(); err == nil || p.Len() != 2 || !strings.Contains(err.Error(), "b: must be between 1 and 9, got 10") {
-		t.Errorf("problems: %v", err)
+// oneOfItem has a key that takes only some values.
+type oneOfItem struct {
+	Code uint32 `json:"code"`
+}
+
+func (*oneOfItem) Ranges() []items.Range {
+	r := items.OneOf("code", 400, 401, 402, 404, 500)
+	r.Why = "the codes it knows"
+	return []items.Range{r}
+}
+
+func TestOneOf(t *testing.T) {
+	for code, want := range map[uint32]string{
+		401: "",
+		500: "",
+		403: "code: must be one of 400-402, 404, 500, got 403: the codes it knows",
+		399: "code: must be one of 400-402, 404, 500, got 399: the codes it knows",
+		501: "code: must be one of 400-402, 404, 500, got 501: the codes it knows",
+	} {
+		var p items.Problems
+		items.CheckRanges(&p, &oneOfItem{Code: code})
+		got := ""
+		if err := p.Err(); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("%d: %q, want %q", code, got, want)
+		}
 	}
 }
