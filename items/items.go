@@ -53,6 +53,11 @@ type Registration struct {
 	// Purpose says why the item sits in its slot, for `globalconfig
 	// items` and the docs: "refuses requests by client address".
 	Purpose string
+	// Where says what the item patches and what that means in each
+	// target context, for docs/reference.md's table "Which items work
+	// where" (ContextTable); the keys that work only in some contexts
+	// declare it with ContextLimits.
+	Where string
 	// EnabledByDefault says whether a section present in the document
 	// generates its EnvoyFilter without `enable: true`.
 	EnabledByDefault bool
@@ -119,6 +124,9 @@ func Register(r Registration) {
 	if r.Purpose == "" {
 		panic(fmt.Sprintf("items: %q has no Purpose for its slot", r.Name))
 	}
+	if r.Where == "" {
+		panic(fmt.Sprintf("items: %q does not say Where it works", r.Name))
+	}
 	for name, other := range registry {
 		if other.Stage.Name == r.Stage.Name && other.Slot == r.Slot {
 			panic(fmt.Sprintf("items: %q and %q share slot %d of stage %s; take a free one", r.Name, name, r.Slot, r.Stage.Name))
@@ -154,15 +162,6 @@ func All() []Registration {
 // asked of an enabled item.
 type Warner interface {
 	Warnings() error
-}
-
-// TargetChecker is implemented by items that work only for some targets:
-// CheckTarget returns the problems of applying the section to t, with paths
-// relative to the section as Validate's. It is asked of an enabled, valid
-// item, with the target the item ends up with (the document's, with the
-// item's own override).
-type TargetChecker interface {
-	CheckTarget(t envoyfilter.Target) error
 }
 
 // Versioned is implemented by items whose patches depend on the Envoy

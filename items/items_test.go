@@ -30,7 +30,7 @@ func mustPanic(t *testing.T, want string, f func()) {
 func TestRegister(t *testing.T) {
 	newFake := func() items.Item { return &fake{} }
 	stage := envoyfilter.StageHeaders
-	items.Register(items.Registration{Name: "test-fake", Stage: stage, Slot: 9, Purpose: "tests", EnabledByDefault: true, New: newFake})
+	items.Register(items.Registration{Name: "test-fake", Stage: stage, Slot: 9, Purpose: "tests", Where: "tests", EnabledByDefault: true, New: newFake})
 	r, ok := items.Lookup("test-fake")
 	if !ok || r.New() == nil {
 		t.Fatal("registered item not found")
@@ -77,7 +77,7 @@ func TestPlacement(t *testing.T) {
 		prefix := "test-" + strings.ToLower(c.stage.Name) + "-"
 		for slot, offset := range c.want {
 			name := fmt.Sprintf("%s%d", prefix, slot)
-			items.Register(items.Registration{Name: name, Stage: c.stage, Slot: slot, Purpose: "tests", New: fakeItem})
+			items.Register(items.Registration{Name: name, Stage: c.stage, Slot: slot, Purpose: "tests", Where: "tests", New: fakeItem})
 			r, _ := items.Lookup(name)
 			if got := r.Placement(); got.Priority != c.stage.Priority+offset || got.Insert != c.stage.Insert {
 				t.Errorf("%s: placement %+v, want priority %d", r.Name, got, c.stage.Priority+offset)
@@ -85,18 +85,18 @@ func TestPlacement(t *testing.T) {
 		}
 		// Another item in a free slot moves no one.
 		before, _ := items.Lookup(prefix + "3")
-		items.Register(items.Registration{Name: prefix + "x", Stage: c.stage, Slot: 4, Purpose: "tests", New: fakeItem})
+		items.Register(items.Registration{Name: prefix + "x", Stage: c.stage, Slot: 4, Purpose: "tests", Where: "tests", New: fakeItem})
 		if after, _ := items.Lookup(prefix + "3"); after.Placement() != before.Placement() {
 			t.Errorf("registering another item moved %s", before.Name)
 		}
 	}
 	st := envoyfilter.StageConnection
-	items.Register(items.Registration{Name: "test-slot-1", Stage: st, Slot: 7, Purpose: "tests", New: fakeItem})
+	items.Register(items.Registration{Name: "test-slot-1", Stage: st, Slot: 7, Purpose: "tests", Where: "tests", New: fakeItem})
 	mustPanic(t, "share slot 7", func() {
-		items.Register(items.Registration{Name: "test-slot-2", Stage: st, Slot: 7, Purpose: "tests", New: fakeItem})
+		items.Register(items.Registration{Name: "test-slot-2", Stage: st, Slot: 7, Purpose: "tests", Where: "tests", New: fakeItem})
 	})
 	mustPanic(t, "not between 0 and 9", func() {
-		items.Register(items.Registration{Name: "test-slot-3", Stage: st, Slot: envoyfilter.StageWidth, Purpose: "tests", New: fakeItem})
+		items.Register(items.Registration{Name: "test-slot-3", Stage: st, Slot: envoyfilter.StageWidth, Purpose: "tests", Where: "tests", New: fakeItem})
 	})
 	mustPanic(t, "no Purpose", func() {
 		items.Register(items.Registration{Name: "test-slot-4", Stage: st, Slot: 8, New: fakeItem})
@@ -201,4 +201,63 @@ func TestOneOf(t *testing.T) {
 			t.Errorf("%d: %q, want %q", code, got, want)
 		}
 	}
+}
+
+// ctxItem has a key that works on gateways only, and a section that works
+// on gateways and inbound sidecars.
+type ctxItem struct {
+	Proxy bool     `json:"proxy"`
+	List  []string `json:"list"`
+	Sub   *struct {
+		N int `json:"n"`
+	} `json:"sub"`
+}
+
+func (*ctxItem) ContextLimits() []items.ContextLimit {
+	gw := []envoyfilter.Context{envoyfilter.ContextGateway}
+	return []items.ContextLimit{
+		{Contexts: []envoyfilter.Context{envoyfilter.ContextGateway, envoyfilter.ContextSidecarInbound}, Why: "the section's reason"},
+		{Path: "proxy", Contexts: gw, Why: "proxy's reason"},
+		{Path: "list", Contexts: gw, Why: "list's reason"},
+		{Path: "sub.n", Contexts: gw, Why: "n's reason"},
+	}
+}
+
+func TestCheckContexts(t *testing.T) {
+	check := func(it *ctxItem, c envoyfilter.Context) string {
+		var p items.Problems
+		items.CheckContexts(&p, it, c)
+		if err := p.Err(); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	if got := check(&ctxItem{List: []string{}}, envoyfilter.ContextSidecarInbound); got != "" {
+		t.Errorf("unset keys on an allowed section: %q", got)
+	}
+	got := check(&ctxItem{Proxy: true, List: []string{"a"}, Sub: &struct {
+		N int `json:"n"`
+	}{N: 1}}, envoyfilter.ContextSidecarInbound)
+	want := "proxy: applies to target.context GATEWAY only (got SIDECAR_INBOUND): proxy's reason\n" +
+		"list: applies to target.context GATEWAY only (got SIDECAR_INBOUND): list's reason\n" +
+		"sub.n: applies to target.context GATEWAY only (got SIDECAR_INBOUND): n's reason"
+	if got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if got := check(&ctxItem{}, envoyfilter.ContextAny); got != "applies to target.context GATEWAY or SIDECAR_INBOUND only (got ANY): the section's reason" {
+		t.Errorf("the section on ANY: %q", got)
+	}
+}
+
+type badCtxItem struct{}
+
+func (*badCtxItem) ContextLimits() []items.ContextLimit {
+	return []items.ContextLimit{{Path: "nope", Contexts: []envoyfilter.Context{envoyfilter.ContextGateway}}}
+}
+
+func TestCheckContextsBadPath(t *testing.T) {
+	mustPanic(t, "has no key \"nope\"", func() {
+		var p items.Problems
+		items.CheckContexts(&p, &badCtxItem{}, envoyfilter.ContextAny)
+	})
 }

@@ -61,6 +61,7 @@ func init() {
 		Stage:            envoyfilter.StageObservability,
 		Slot:             0,
 		Purpose:          "logs each request",
+		Where:            "a merge into every HTTP connection manager of the context",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &AccessLog{Path: DefaultPath} },
 	})

@@ -46,8 +46,8 @@ type ClientIP struct {
 }
 
 var (
-	_ items.Item          = (*ClientIP)(nil)
-	_ items.TargetChecker = (*ClientIP)(nil)
+	_ items.Item           = (*ClientIP)(nil)
+	_ items.ContextLimiter = (*ClientIP)(nil)
 )
 
 func init() {
@@ -57,6 +57,7 @@ func init() {
 		Stage:            envoyfilter.StageConnection,
 		Slot:             0,
 		Purpose:          "finds the client address (PROXY protocol, trusted proxies) before anything reads it",
+		Where:            "a listener filter (PROXY protocol) or a connection manager merge (original IP detection)",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &ClientIP{} },
 	})
@@ -111,24 +112,17 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return pfx, nil
 }
 
-// CheckTarget implements items.TargetChecker. PROXY protocol on a
-// sidecar's listeners would break mesh traffic; header-based detection on a
-// gateway is refused by Envoy (see docs/reference.md).
-func (c *ClientIP) CheckTarget(t envoyfilter.Target) error {
-	var p items.Problems
-	if c.ProxyProtocol && t.Context != envoyfilter.ContextGateway {
-		p.Addf("proxyProtocol", "applies to gateways only (target.context GATEWAY, got %s): a sidecar's listeners receive mesh traffic that carries no PROXY header", t.Context)
+// ContextLimits implements items.ContextLimiter: PROXY protocol on a
+// sidecar's listeners would break mesh traffic; header-based detection on
+// a gateway is refused by Envoy (see docs/reference.md).
+func (*ClientIP) ContextLimits() []items.ContextLimit {
+	const why = "Istio sets use_remote_address on every gateway's HTTP connection manager, an EnvoyFilter MERGE can't clear it, and Envoy refuses original IP detection beside it; on gateways use headers.xff.trustedHops or ProxyConfig gatewayTopology.numTrustedProxies"
+	inbound := []envoyfilter.Context{envoyfilter.ContextSidecarInbound}
+	return []items.ContextLimit{
+		{Path: "proxyProtocol", Contexts: []envoyfilter.Context{envoyfilter.ContextGateway}, Why: "a sidecar's listeners receive mesh traffic that carries no PROXY header"},
+		{Path: "trustedCIDRs", Contexts: inbound, Why: why},
+		{Path: "header", Contexts: inbound, Why: why},
 	}
-	if t.Context != envoyfilter.ContextSidecarInbound {
-		const why = "works only for target.context SIDECAR_INBOUND (got %s): Istio sets use_remote_address on every gateway's HTTP connection manager, an EnvoyFilter MERGE can't clear it, and Envoy refuses original IP detection beside it; on gateways use headers.xff.trustedHops or ProxyConfig gatewayTopology.numTrustedProxies"
-		if len(c.TrustedCIDRs) > 0 {
-			p.Addf("trustedCIDRs", why, t.Context)
-		}
-		if c.Header != "" {
-			p.Addf("header", why, t.Context)
-		}
-	}
-	return p.Err()
 }
 
 // Build implements items.Item.

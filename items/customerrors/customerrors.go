@@ -106,6 +106,7 @@ func init() {
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             0,
 		Purpose:          "replaces error responses; first, so its pages are still compressed and it sees every reply",
+		Where:            "a connection manager merge and an HTTP filter; outbound, the pages replace Envoy's replies to the workload's own requests (`no healthy upstream`)",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &CustomErrors{} },
 	})

@@ -85,6 +85,7 @@ func init() {
 		Stage:            envoyfilter.StageConnection,
 		Slot:             1,
 		Purpose:          "limits and times the client connections",
+		Where:            "connection manager, listener and route merges; `routeTimeout` reaches the routes to the workload (inbound) or every mesh route the workload calls through (outbound)",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Downstream{} },
 	})

@@ -59,6 +59,7 @@ func init() {
 		Stage:            envoyfilter.StageCompression,
 		Slot:             1,
 		Purpose:          "compresses responses (gzip)",
+		Where:            "an HTTP filter at the front of every HTTP connection manager; outbound, it compresses the responses the workload receives (when it sends `Accept-Encoding`)",
 		EnabledByDefault: true,
 		New:              New,
 		Needs:            []items.Need{compression.Need},

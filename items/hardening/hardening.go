@@ -71,6 +71,7 @@ func init() {
 		Stage:            envoyfilter.StageConnection,
 		Slot:             2,
 		Purpose:          "normalizes paths and headers and caps connections",
+		Where:            "a connection manager merge; `maxConnections` counts per HTTP filter chain wherever it goes",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Hardening{} },
 	})

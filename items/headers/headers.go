@@ -82,9 +82,9 @@ type XFF struct {
 }
 
 var (
-	_ items.Item          = (*Headers)(nil)
-	_ items.TargetChecker = (*Headers)(nil)
-	_ items.Enum          = ServerMode("")
+	_ items.Item           = (*Headers)(nil)
+	_ items.ContextLimiter = (*Headers)(nil)
+	_ items.Enum           = ServerMode("")
 )
 
 func init() {
@@ -94,6 +94,7 @@ func init() {
 		Stage:            envoyfilter.StageHeaders,
 		Slot:             0,
 		Purpose:          "sets request and response headers",
+		Where:            "router, connection manager and route configuration merges; the inbound chains' inline route configurations are patched too",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Headers{} },
 		TopLevel:         map[string]string{"disableXEnvoyHeaders": "disableXEnvoyHeaders", "addXRealIpHeader": "addXRealIpHeader"},
@@ -180,17 +181,14 @@ func checkRemoved(p *items.Problems, path string, names []string, added ...map[s
 	}
 }
 
-// CheckTarget implements items.TargetChecker. x-real-ip names the client
-// of the proxy that sets it; on a sidecar's outbound listeners that client
-// is the workload itself, so every request it sends would carry its own
-// address (or the last X-Forwarded-For entry it passes on) as x-real-ip,
-// overwriting the one it forwards; ANY includes those listeners.
-func (h *Headers) CheckTarget(t envoyfilter.Target) error {
-	var p items.Problems
-	if h.AddXRealIPHeader && (t.Context == envoyfilter.ContextSidecarOutbound || t.Context == envoyfilter.ContextAny) {
-		p.Addf("addXRealIpHeader", "applies to target.context GATEWAY or SIDECAR_INBOUND only (got %s): on a sidecar's outbound listeners the client is the workload itself, so every request it sends would claim the workload as the real client and overwrite the x-real-ip it forwards (ANY includes those listeners)", t.Context)
-	}
-	return p.Err()
+// ContextLimits implements items.ContextLimiter. x-real-ip names the
+// client; on a sidecar's outbound listeners the client is the workload
+// itself, so every request it sends would carry its own address as
+// x-real-ip, overwriting the one it forwards; ANY includes those
+// listeners.
+func (*Headers) ContextLimits() []items.ContextLimit {
+	return []items.ContextLimit{{Path: "addXRealIpHeader", Contexts: []envoyfilter.Context{envoyfilter.ContextGateway, envoyfilter.ContextSidecarInbound},
+		Why: "on a sidecar's outbound listeners the client is the workload itself, so every request it sends would claim the workload as the real client and overwrite the x-real-ip it forwards (ANY includes those listeners)"}}
 }
 
 // Build implements items.Item.

@@ -81,8 +81,8 @@ type IPAccess struct {
 }
 
 var (
-	_ items.Item          = (*IPAccess)(nil)
-	_ items.TargetChecker = (*IPAccess)(nil)
+	_ items.Item           = (*IPAccess)(nil)
+	_ items.ContextLimiter = (*IPAccess)(nil)
 )
 
 func init() {
@@ -92,6 +92,7 @@ func init() {
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             1,
 		Purpose:          "refuses requests by client address, before they cost a token",
+		Where:            "an HTTP filter and a network filter",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &IPAccess{} },
 	})
@@ -265,15 +266,12 @@ func ParseRange(s string) (netip.Prefix, error) {
 	return pfx, nil
 }
 
-// CheckTarget implements items.TargetChecker. On a sidecar's outbound
+// ContextLimits implements items.ContextLimiter. On a sidecar's outbound
 // listeners the client is the workload itself, so an allow list would
 // refuse every request the workload makes; ANY includes those listeners.
-func (a *IPAccess) CheckTarget(t envoyfilter.Target) error {
-	var p items.Problems
-	if t.Context == envoyfilter.ContextSidecarOutbound || t.Context == envoyfilter.ContextAny {
-		p.Addf("", "applies to target.context GATEWAY or SIDECAR_INBOUND only (got %s): on a sidecar's outbound listeners the client is the workload itself, so the lists would refuse or close the workload's own requests", t.Context)
-	}
-	return p.Err()
+func (*IPAccess) ContextLimits() []items.ContextLimit {
+	return []items.ContextLimit{{Contexts: []envoyfilter.Context{envoyfilter.ContextGateway, envoyfilter.ContextSidecarInbound},
+		Why: "on a sidecar's outbound listeners the client is the workload itself, so the lists would refuse or close the workload's own requests (ANY includes those listeners)"}}
 }
 
 // Build implements items.Item.

@@ -105,10 +105,10 @@ type HeaderLimit struct {
 }
 
 var (
-	_ items.Item          = (*LocalRateLimit)(nil)
-	_ items.Ranger        = (*LocalRateLimit)(nil)
-	_ items.TargetChecker = (*LocalRateLimit)(nil)
-	_ items.Versioned     = (*LocalRateLimit)(nil)
+	_ items.Item           = (*LocalRateLimit)(nil)
+	_ items.Ranger         = (*LocalRateLimit)(nil)
+	_ items.ContextLimiter = (*LocalRateLimit)(nil)
+	_ items.Versioned      = (*LocalRateLimit)(nil)
 )
 
 func init() {
@@ -118,6 +118,7 @@ func init() {
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             2,
 		Purpose:          "refuses requests over the rate, before their body is buffered",
+		Where:            "an HTTP filter; outbound, the global bucket and `perHeader` limit the requests the workload sends",
 		EnabledByDefault: true,
 		New: func() items.Item {
 			return &LocalRateLimit{
@@ -172,17 +173,14 @@ var statusCodes = func() items.Range {
 // keyed reports whether any keyed limit is given.
 func (l *LocalRateLimit) keyed() bool { return l.PerClient != nil || len(l.PerHeader) > 0 }
 
-// CheckTarget implements items.TargetChecker. On a sidecar's outbound
+// ContextLimits implements items.ContextLimiter. On a sidecar's outbound
 // listeners the client is the workload itself: perClient would count every
 // request the workload sends in one bucket, a cap on all its outgoing
 // calls at the rate meant for one client; ANY includes those listeners.
 // The global bucket and perHeader mean the same there as anywhere.
-func (l *LocalRateLimit) CheckTarget(t envoyfilter.Target) error {
-	var p items.Problems
-	if l.PerClient != nil && (t.Context == envoyfilter.ContextSidecarOutbound || t.Context == envoyfilter.ContextAny) {
-		p.Addf("perClient", "applies to target.context GATEWAY or SIDECAR_INBOUND only (got %s): on a sidecar's outbound listeners the client is the workload itself, so one bucket would count every request the workload sends, capping all its outgoing calls at the rate meant for one client (ANY includes those listeners); use maxTokens or perHeader to limit a workload's outgoing requests", t.Context)
-	}
-	return p.Err()
+func (*LocalRateLimit) ContextLimits() []items.ContextLimit {
+	return []items.ContextLimit{{Path: "perClient", Contexts: []envoyfilter.Context{envoyfilter.ContextGateway, envoyfilter.ContextSidecarInbound},
+		Why: "on a sidecar's outbound listeners the client is the workload itself, so one bucket would count every request the workload sends, capping all its outgoing calls at the rate meant for one client (ANY includes those listeners); use maxTokens or perHeader to limit a workload's outgoing requests"}}
 }
 
 // Validate implements items.Item.

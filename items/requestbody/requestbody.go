@@ -31,6 +31,7 @@ func init() {
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             3,
 		Purpose:          "refuses bodies over the size",
+		Where:            "an HTTP filter; outbound, it limits the bodies the workload sends",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &RequestBody{} },
 	})

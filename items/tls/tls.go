@@ -148,13 +148,13 @@ func (m *MaxAge) DecodeScalar(tag, value string) error {
 func (MaxAge) SchemaTypes() []string { return []string{"integer", "string"} }
 
 var (
-	_ items.Item          = (*TLS)(nil)
-	_ items.Warner        = (*TLS)(nil)
-	_ items.TargetChecker = (*TLS)(nil)
-	_ items.Enum          = Version("")
-	_ items.ScalarDecoder = (*Version)(nil)
-	_ items.ScalarDecoder = (*MaxAge)(nil)
-	_ items.SchemaTyper   = MaxAge{}
+	_ items.Item           = (*TLS)(nil)
+	_ items.Warner         = (*TLS)(nil)
+	_ items.ContextLimiter = (*TLS)(nil)
+	_ items.Enum           = Version("")
+	_ items.ScalarDecoder  = (*Version)(nil)
+	_ items.ScalarDecoder  = (*MaxAge)(nil)
+	_ items.SchemaTyper    = MaxAge{}
 )
 
 func init() {
@@ -164,6 +164,7 @@ func init() {
 		Stage:            envoyfilter.StageConnection,
 		Slot:             3,
 		Purpose:          "sets the TLS policy of the listeners that terminate TLS",
+		Where:            "it patches the filter chains and route configurations of the gateway's TLS ports",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &TLS{Ports: slices.Clone(DefaultPorts)} },
 	})
@@ -298,15 +299,12 @@ func hasCBCSuite(entry string) bool {
 	return false
 }
 
-// CheckTarget implements items.TargetChecker: on sidecars the ports'
+// ContextLimits implements items.ContextLimiter: on sidecars the ports'
 // inbound chains carry Istio's mutual TLS, and a plaintext chain on the
 // same port would get a TLS socket without certificates.
-func (t *TLS) CheckTarget(tg envoyfilter.Target) error {
-	var p items.Problems
-	if tg.Context != envoyfilter.ContextGateway {
-		p.Addf("", "applies to gateways only (target.context GATEWAY, got %s): on a sidecar the ports' chains carry Istio's mutual TLS, or are plaintext and would get a TLS socket without certificates, which Envoy rejects", tg.Context)
-	}
-	return p.Err()
+func (*TLS) ContextLimits() []items.ContextLimit {
+	return []items.ContextLimit{{Contexts: []envoyfilter.Context{envoyfilter.ContextGateway},
+		Why: "on a sidecar the ports' chains carry Istio's mutual TLS, or are plaintext and would get a TLS socket without certificates, which Envoy rejects"}}
 }
 
 // Build implements items.Item.

@@ -147,6 +147,7 @@ func init() {
 		Stage:   envoyfilter.StageObservability,
 		Slot:    1,
 		Purpose: "traces each request",
+		Where:   "a connection manager merge. A gRPC collector (`skywalking`, `opentelemetry` over `grpc`) also gets HTTP/2 merged into its cluster, an outbound cluster, which Istio does not patch in `SIDECAR_INBOUND`: there the collector is reached over HTTP/2 only if its Service port says gRPC (a `grpc-…` name or `appProtocol: grpc`); otherwise use `ANY` with a `selector`, or a zipkin, datadog or `opentelemetry` `http` collector",
 		// Higress's default: tracing is off until `enable: true`.
 		EnabledByDefault: false,
 		New:              New,

@@ -36,6 +36,7 @@ func init() {
 		Stage:            envoyfilter.StageConnection,
 		Slot:             4,
 		Purpose:          "tunes the connections to the services",
+		Where:            "a merge into every cluster of the context (see above): inbound, only the connections to the workload itself",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &Upstream{} },
 	})

@@ -48,6 +48,7 @@ func init() {
 		Stage:            envoyfilter.StageCompression,
 		Slot:             2,
 		Purpose:          "compresses responses (zstd)",
+		Where:            "an HTTP filter at the front of every HTTP connection manager; outbound, it compresses the responses the workload receives (when it sends `Accept-Encoding`)",
 		EnabledByDefault: true,
 		New:              New,
 		Needs:            []items.Need{compression.Need},

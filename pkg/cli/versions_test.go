@@ -4,12 +4,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/pkg/cli"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/envoycheck"
+	"github.com/globalconfig/globalconfig/pkg/render"
+	examples "github.com/globalconfig/globalconfig/test/example"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated parts of README.md and docs/")
@@ -32,6 +37,40 @@ func releasesTable() string {
 	return b.String()
 }
 
+// chainLine is docs/reference.md's HTTP filter chain of a gateway with
+// every option of every item on.
+func chainLine(t *testing.T) string {
+	t.Helper()
+	src, err := examples.Everything(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := document.Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render.Desired(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := envoycheck.HTTPChain(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range chain {
+		switch {
+		case f.Name == envoycheck.IstioFilters:
+			names = append(names, f.Name)
+		case f.Item == "":
+			names = append(names, "`"+f.Name+"`")
+		default:
+			names = append(names, fmt.Sprintf("`%s` (%s)", f.Name, f.Item))
+		}
+	}
+	return "  " + strings.Join(names, ", ") + "\n"
+}
+
 // The generated parts of the docs come from envoyfilter.Releases and the
 // items' registrations: go test ./pkg/cli -update (make docs) rewrites
 // them, so a new item shows in every list and table by itself.
@@ -46,6 +85,8 @@ func TestGeneratedDocs(t *testing.T) {
 		}},
 		{"../../docs/reference.md", []struct{ marker, body string }{
 			{"stages", items.StageTable()},
+			{"contexts", items.ContextTable()},
+			{"chain", chainLine(t)},
 		}},
 		{"../../README.md", []struct{ marker, body string }{
 			{"items", items.ItemList()},

@@ -360,8 +360,10 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 		return s, false
 	}
 	err := s.Item.Validate()
-	if tc, ok := s.Item.(items.TargetChecker); ok && err == nil && s.Item.Enabled() {
-		err = tc.CheckTarget(s.Target)
+	if cl, ok := s.Item.(items.ContextLimiter); ok && err == nil && s.Item.Enabled() {
+		var p items.Problems
+		items.CheckContexts(&p, cl, s.Target.Context)
+		err = p.Err()
 	}
 	d.addValidation(reg.Name, err)
 	if w, ok := s.Item.(items.Warner); ok && s.Item.Enabled() {

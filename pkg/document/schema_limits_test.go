@@ -21,6 +21,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	examples "github.com/globalconfig/globalconfig/test/example"
 )
 
 // The JSON Schema carries the limits validation enforces, from the same
@@ -347,24 +348,12 @@ func exampleDocument(t *testing.T) *yaml.Node {
 // set), or its example.in.yaml when it has none, in one document.
 func everythingDocument(t *testing.T) *yaml.Node {
 	t.Helper()
-	examples, err := filepath.Glob(filepath.Join("..", "..", "items", "*", "testdata", "example.in.yaml"))
-	if err != nil || len(examples) == 0 {
-		t.Fatalf("no items/*/testdata/example.in.yaml: %v", err)
-	}
-	var b strings.Builder
-	for _, ex := range examples {
-		data, err := os.ReadFile(filepath.Join(filepath.Dir(ex), "all.in.yaml"))
-		if os.IsNotExist(err) {
-			data, err = os.ReadFile(ex)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(data)
-		b.WriteString("\n")
+	src, err := examples.Everything(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(b.String()), &doc); err != nil || doc.Kind != yaml.DocumentNode {
+	if err := yaml.Unmarshal([]byte(src), &doc); err != nil || doc.Kind != yaml.DocumentNode {
 		t.Fatalf("the everything document: %v", err)
 	}
 	return &doc

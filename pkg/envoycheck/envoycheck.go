@@ -96,33 +96,9 @@ func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object
 	}
 	istio := envoyfilter.IstioForEnvoy(ev).String() + ".0"
 	rep := &Report{Envoy: bin.Version, Istio: istio}
-	ordered := slices.Clone(objs)
-	slices.SortStableFunc(ordered, func(a, b *envoyfilter.Object) int {
-		return int(a.Spec.GetPriority()) - int(b.Spec.GetPriority())
-	})
-	byContext := map[networking.EnvoyFilter_PatchContext][]patch{}
-	for _, o := range ordered {
-		for _, cp := range o.Spec.GetConfigPatches() {
-			if pv := cp.GetMatch().GetProxy().GetProxyVersion(); pv != "" {
-				re, err := regexp.Compile(pv)
-				if err != nil {
-					return nil, fmt.Errorf("%s: proxyVersion %q: %w", o.Metadata.Name, pv, err)
-				}
-				if !re.MatchString(istio) {
-					continue
-				}
-			}
-			p := patch{item: o.Item(), cp: cp}
-			if p.item == "" {
-				p.item = o.Metadata.Name
-			}
-			c := cp.GetMatch().GetContext()
-			for _, want := range contexts {
-				if c == want || c == networking.EnvoyFilter_ANY {
-					byContext[want] = append(byContext[want], p)
-				}
-			}
-		}
+	byContext, err := byContext(objs, istio)
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range contexts {
 		ps := byContext[c]
@@ -144,6 +120,89 @@ func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object
 		rep.Results = append(rep.Results, res)
 	}
 	return rep, nil
+}
+
+// byContext sorts the patches of objs that reach a proxy of Istio release
+// istio ("1.32.0") by context, in the order istiod applies them (by
+// priority).
+func byContext(objs []*envoyfilter.Object, istio string) (map[networking.EnvoyFilter_PatchContext][]patch, error) {
+	ordered := slices.Clone(objs)
+	slices.SortStableFunc(ordered, func(a, b *envoyfilter.Object) int {
+		return int(a.Spec.GetPriority()) - int(b.Spec.GetPriority())
+	})
+	out := map[networking.EnvoyFilter_PatchContext][]patch{}
+	for _, o := range ordered {
+		for _, cp := range o.Spec.GetConfigPatches() {
+			if pv := cp.GetMatch().GetProxy().GetProxyVersion(); pv != "" {
+				re, err := regexp.Compile(pv)
+				if err != nil {
+					return nil, fmt.Errorf("%s: proxyVersion %q: %w", o.Metadata.Name, pv, err)
+				}
+				if !re.MatchString(istio) {
+					continue
+				}
+			}
+			p := patch{item: o.Item(), cp: cp}
+			if p.item == "" {
+				p.item = o.Metadata.Name
+			}
+			c := cp.GetMatch().GetContext()
+			for _, want := range contexts {
+				if c == want || c == networking.EnvoyFilter_ANY {
+					out[want] = append(out[want], p)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// IstioFilters stands for the HTTP filters istiod puts in a gateway's
+// chain before the router (authentication, authorization, WasmPlugins,
+// telemetry) in the chain HTTPChain returns.
+const IstioFilters = "…Istio's filters…"
+
+// ChainFilter is one HTTP filter of a chain and the item that inserted
+// it ("" for IstioFilters and the router).
+type ChainFilter struct {
+	Name, Item string
+}
+
+// HTTPChain is the HTTP filter chain of a gateway's HTTP connection
+// manager with objs applied as istiod applies them to the newest Istio
+// release globalconfig knows: the filters the patches insert, around
+// IstioFilters and the router.
+func HTTPChain(objs []*envoyfilter.Object) ([]ChainFilter, error) {
+	ps, err := byContext(objs, envoyfilter.Newest().Istio.String()+".0")
+	if err != nil {
+		return nil, err
+	}
+	hcm := &hcmv3.HttpConnectionManager{HttpFilters: []*hcmv3.HttpFilter{{Name: IstioFilters}, {Name: envoyfilter.Router}}}
+	inserted := map[*hcmv3.HttpFilter]string{}
+	for _, p := range ps[networking.EnvoyFilter_GATEWAY] {
+		if p.cp.GetApplyTo() != networking.EnvoyFilter_HTTP_FILTER || p.cp.GetPatch().GetOperation() == networking.EnvoyFilter_Patch_MERGE {
+			continue
+		}
+		value, err := envoyfilter.FromStruct(p.cp.GetApplyTo(), p.cp.GetPatch().GetValue())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.item, err)
+		}
+		sub := p.cp.GetMatch().GetListener().GetFilterChain().GetFilter().GetSubFilter().GetName()
+		before := slices.Clone(hcm.HttpFilters)
+		if err := patchHTTPFilters(hcm, sub, p.cp.GetPatch().GetOperation(), value.(*hcmv3.HttpFilter)); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.item, err)
+		}
+		for _, f := range hcm.HttpFilters {
+			if !slices.Contains(before, f) {
+				inserted[f] = p.item
+			}
+		}
+	}
+	out := make([]ChainFilter, len(hcm.HttpFilters))
+	for i, f := range hcm.HttpFilters {
+		out[i] = ChainFilter{Name: f.GetName(), Item: inserted[f]}
+	}
+	return out, nil
 }
 
 // alone returns the items whose patches Envoy refuses on their own.

@@ -88,6 +88,43 @@ func Compose(root string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// AllFile is the name of an item's golden input that sets every option.
+const AllFile = "all.in.yaml"
+
+// Everything is a document that switches on every option of every item:
+// each item's testdata/all.in.yaml where it has one, else its part of the
+// full example. It fails when an item has neither.
+func Everything(root string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(root, "items", "*", "testdata", ItemFile))
+	if err != nil {
+		return "", err
+	}
+	parts := map[string]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(f), AllFile))
+		if os.IsNotExist(err) {
+			data, err = os.ReadFile(f)
+		}
+		if err != nil {
+			return "", err
+		}
+		name, body, err := part(data)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", f, err)
+		}
+		parts[name] = body
+	}
+	var b strings.Builder
+	for _, r := range items.All() {
+		body, ok := parts[r.Name]
+		if !ok {
+			return "", fmt.Errorf("item %s has no testdata/%s", r.Name, ItemFile)
+		}
+		b.WriteString(strings.TrimRight(body, "\n") + "\n")
+	}
+	return b.String(), nil
+}
+
 // part reads an item's part: leading comment lines are the file's own,
 // the rest is one top-level key, the item's name.
 func part(data []byte) (name, body string, err error) {

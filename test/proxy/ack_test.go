@@ -20,7 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
-	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/pkg/envoycheck"
+	"github.com/globalconfig/globalconfig/test/example"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -34,45 +35,15 @@ func exampleDocument(t testing.TB) string {
 	return doc
 }
 
-// everythingDocument switches on every option of every item: each item's
-// testdata/all.in.yaml where it has one (every option set), else its
-// example.in.yaml.
+// everythingDocument switches on every option of every item
+// (example.Everything).
 func everythingDocument(t testing.TB) string {
 	t.Helper()
-	var b strings.Builder
-	for _, r := range items.All() {
-		dir := filepath.Join(harness.RepoRoot(), "items", packageOf(t, r.Name), "testdata")
-		data, err := os.ReadFile(filepath.Join(dir, "all.in.yaml"))
-		if os.IsNotExist(err) {
-			data, err = os.ReadFile(filepath.Join(dir, "example.in.yaml"))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(data)
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-// packageOf finds the items/ folder whose testdata belongs to item name.
-func packageOf(t testing.TB, name string) string {
-	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join(harness.RepoRoot(), "items", "*", "testdata", "example.in.yaml"))
+	doc, err := example.Everything(harness.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range dirs {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `:`).Match(data) {
-			return filepath.Base(filepath.Dir(filepath.Dir(f)))
-		}
-	}
-	t.Fatalf("no items/*/testdata/example.in.yaml configures %s", name)
-	return ""
+	return doc
 }
 
 // The example document, and one with every option of every item, are
@@ -87,7 +58,59 @@ func TestExampleAndEverythingACKed(t *testing.T) {
 			}
 			mustACK(ctx, t, objs)
 			mustCarry(ctx, t, objs)
+			mustOrder(ctx, t, objs)
 		})
+	}
+}
+
+// mustOrder requires the HTTP filters objs insert to stand in each
+// gateway's HTTP connection managers in the order docs/reference.md's
+// chain line gives (envoycheck.HTTPChain), with the router last.
+func mustOrder(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
+	t.Helper()
+	chain, err := envoycheck.HTTPChain(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range chain {
+		if f.Item != "" {
+			want = append(want, f.Name)
+		}
+	}
+	for _, g := range gateways {
+		doc, err := listenerDump(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		managers := 0
+		for _, l := range activeListeners(doc) {
+			walk(l, func(k string, v any) {
+				list, ok := v.([]any)
+				if !ok || k != "http_filters" {
+					return
+				}
+				managers++
+				var names, ours []string
+				last := ""
+				for _, f := range list {
+					if fm, ok := f.(map[string]any); ok {
+						last = fmt.Sprint(fm["name"])
+						names = append(names, last)
+						if slices.Contains(want, last) {
+							ours = append(ours, last)
+						}
+					}
+				}
+				order := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return !slices.Contains(ours, n) })
+				if !slices.Equal(ours, order) || last != envoyfilter.Router {
+					t.Errorf("gateway %s (Envoy %s): HTTP filters %v (ours %v), want ours in the order %v and the router last", g.name, g.Binary.Version, names, ours, order)
+				}
+			})
+		}
+		if managers == 0 {
+			t.Errorf("gateway %s: no HTTP connection manager in its active listeners", g.name)
+		}
 	}
 }
 
