@@ -151,8 +151,12 @@ func CheckRanges(p *Problems, it Ranger) {
 	v := reflect.ValueOf(it)
 	for _, r := range it.Ranges() {
 		keys := r.Keys()
-		if err := checkPath(v.Type(), keys); err != nil {
-			panic(fmt.Sprintf("items: %T: Range %q: %v", it, r.Path, err))
+		checked := pathKey{v.Type(), r.Path}
+		if _, ok := pathsChecked.Load(checked); !ok {
+			if err := checkPath(v.Type(), keys); err != nil {
+				panic(fmt.Sprintf("items: %T: Range %q: %v", it, r.Path, err))
+			}
+			pathsChecked.Store(checked, true)
 		}
 		eachValue(v, keys, "", func(path string, v reflect.Value) {
 			var f float64
@@ -181,6 +185,15 @@ func CheckRanges(p *Problems, it Ranger) {
 		})
 	}
 }
+
+// pathKey is a Range's path on an item type; pathsChecked holds those
+// checkPath found sound, so each is checked once per process.
+type pathKey struct {
+	t    reflect.Type
+	path string
+}
+
+var pathsChecked sync.Map
 
 // number writes a limit as the integer it usually is (2147483647, not
 // 2.147483647e+09).
@@ -272,13 +285,27 @@ type Field struct {
 
 // Fields lists the keys of a struct type as the document decoder reads
 // them: by json tag, with anonymous embedded structs (Toggle) inline.
+// The result is shared: callers must not change it.
 func Fields(t reflect.Type) []Field {
+	if f, ok := fieldsOf.Load(t); ok {
+		return f.([]Field)
+	}
+	f := fields(t)
+	fieldsOf.Store(t, f)
+	return f
+}
+
+// fieldsOf caches Fields by type: the decoder and the limits ask for the
+// same few types on every render.
+var fieldsOf sync.Map
+
+func fields(t reflect.Type) []Field {
 	var out []Field
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		if sf.Anonymous && sf.Type.Kind() == reflect.Struct {
 			for _, f := range Fields(sf.Type) {
-				f.Index = append([]int{i}, f.Index...)
+				f.Index = append([]int{i}, f.Index...) // a copy: the cached one stays
 				out = append(out, f)
 			}
 			continue
