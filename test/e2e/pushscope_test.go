@@ -230,15 +230,8 @@ Written by BenchmarkPushScope: %d gateways (namespace %s) and %d sidecars (names
 %s`, scopeGateways, gatewayNS, scopeSidecars, scopeAppNS, pushScopeEdits, rows.String())
 	fmt.Println()
 	fmt.Print(table)
-	// The section goes after BenchmarkPropagation's report, replacing an
-	// earlier run's.
 	if out := os.Getenv("GLOBALCONFIG_BENCH_REPORT"); out != "" {
-		data, err := os.ReadFile(out)
-		if err != nil && !os.IsNotExist(err) {
-			b.Fatal(err)
-		}
-		head, _, _ := strings.Cut(string(data), "## Push scope")
-		if err := os.WriteFile(out, []byte(strings.TrimRight(head, "\n")+"\n\n"+table), 0o644); err != nil {
+		if err := harness.WriteReportSection(out, harness.BenchReportTitle, "push scope", table); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -177,13 +178,27 @@ func BenchmarkWebhookAdmission(b *testing.B) {
 	w50, w95 := harness.Percentile(with, 50), harness.Percentile(with, 95)
 	o50, o95 := harness.Percentile(without, 50), harness.Percentile(without, 95)
 	b.ReportMetric(harness.Ms(w50-o50), "added-p50-ms")
-	fmt.Printf(`
+	writeReport(b, "webhook", fmt.Sprintf(`## Admission webhook
+
+Written by BenchmarkWebhookAdmission in test/integration: the controller binary serving its webhook to a real kube-apiserver on loopback; %s.
+
 | ConfigMap update, timed at the client (%d each, interleaved) | p50 | p95 |
 |---|---|---|
 | global ConfigMap, through the admission webhook | %.1f ms | %.1f ms |
 | unlabelled ConfigMap, no webhook | %.1f ms | %.1f ms |
 | added by the webhook | %.1f ms | %.1f ms |
-`, benchEdits, harness.Ms(w50), harness.Ms(w95), harness.Ms(o50), harness.Ms(o95), harness.Ms(w50-o50), harness.Ms(w95-o95))
+`, harness.RunStamp(), benchEdits, harness.Ms(w50), harness.Ms(w95), harness.Ms(o50), harness.Ms(o95), harness.Ms(w50-o50), harness.Ms(w95-o95)))
+}
+
+// writeReport prints a benchmark's section and, when
+// $GLOBALCONFIG_BENCH_REPORT names docs/benchmarks.md, writes it there.
+func writeReport(b *testing.B, name, body string) {
+	fmt.Print("\n" + body)
+	if out := os.Getenv("GLOBALCONFIG_BENCH_REPORT"); out != "" {
+		if err := harness.WriteReportSection(out, harness.BenchReportTitle, name, body); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // Outages in BenchmarkOutageRecovery, and how long each lasts.
@@ -219,12 +234,15 @@ func BenchmarkOutageRecovery(b *testing.B) {
 	p50, worst := harness.Percentile(recovery, 50), slices.Max(recovery)
 	b.ReportMetric(p50.Seconds(), "recovery-p50-s")
 	b.ReportMetric(worst.Seconds(), "recovery-max-s")
-	fmt.Printf(`
+	writeReport(b, "outage", fmt.Sprintf(`## API server outages
+
+Written by BenchmarkOutageRecovery in test/integration; %s.
+
 | outage recovery (API server stopped %v, then an edit; until the EnvoyFilters match) | value |
 |---|---|
 | outages | %d |
 | p50 | %.2f s |
 | max | %.2f s |
 | each | %v |
-`, benchOutageLength, benchOutages, p50.Seconds(), worst.Seconds(), recovery)
+`, harness.RunStamp(), benchOutageLength, benchOutages, p50.Seconds(), worst.Seconds(), recovery))
 }
