@@ -80,6 +80,13 @@ func applyAll(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) []l
 		}
 		before[g] = n
 	}
+	for _, o := range objs {
+		for _, cp := range o.Spec.GetConfigPatches() {
+			if cp.GetPatch().GetValue().GetFields()["typed_config"].GetStructValue().GetFields()["via"] != nil {
+				t.Fatalf("%s sets the HTTP connection manager's via, which this suite's sentinel uses to mark each change: give the sentinel another field", o.Metadata.Name)
+			}
+		}
+	}
 	prune(ctx, t, objs)
 	mark := fmt.Sprintf("step-%d", step.Add(1))
 	var stream bytes.Buffer
