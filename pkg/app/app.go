@@ -51,9 +51,9 @@ type Sink string
 
 // The sinks.
 const (
-	SinkKube Sink = "kube" // EnvoyFilter objects in the cluster (default)
-	SinkMCP  Sink = "mcp"  // served to istiod over MCP only
-	SinkBoth Sink = "both"
+	SinkKube Sink = controller.SinkKube // EnvoyFilter objects in the cluster (default)
+	SinkMCP  Sink = controller.SinkMCP  // served to istiod over MCP only
+	SinkBoth Sink = controller.SinkBoth
 )
 
 // Kube reports whether the sink writes EnvoyFilter objects.
@@ -225,7 +225,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		cfg.MCPNack = publisher.LastNack
 		log.Info("serving EnvoyFilters over MCP", "addr", ln.Addr().String(), "sink", string(opts.Sink))
 	}
-	cfg.ReportOnly, cfg.Sink = !opts.Sink.Kube(), string(opts.Sink)
+	cfg.Sink = string(opts.Sink)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(cfg.Namespace)})

@@ -41,11 +41,10 @@ type Config struct {
 	// PruneOnDelete removes the managed EnvoyFilters when the ConfigMap is
 	// deleted; by default they are kept.
 	PruneOnDelete bool
-	// ReportOnly leaves EnvoyFilter objects alone: the controller only
-	// reports (status, Events, metrics). Used when istiod reads the
-	// EnvoyFilters over MCP instead.
-	ReportOnly bool
-	// Sink is the status's sink: "kube" (the default), "mcp" or "both".
+	// Sink is where the EnvoyFilters go: "kube" (the default) and "both"
+	// deliver EnvoyFilter objects; with "mcp" istiod reads them from the
+	// MCP publisher instead, and the controller only reports (status,
+	// Events, metrics): its sink is decide.Discard.
 	Sink string
 	// MCPNack, when set, is istiod's last MCP NACK for the status (sinks
 	// mcp and both). It is read on every sync.
@@ -61,6 +60,13 @@ type Config struct {
 	// reaches every proxy.
 	RootNamespace string
 }
+
+// The sinks Config.Sink names.
+const (
+	SinkKube = "kube"
+	SinkMCP  = "mcp"
+	SinkBoth = "both"
+)
 
 // queueKey is the one key every event enqueues: the sync is level-triggered
 // and always converges everything.
@@ -79,8 +85,8 @@ type Controller struct {
 	metrics  *Metrics
 	recorder record.EventRecorder
 	renderer *render.Renderer
-	// sink delivers the decisions: kubeSink, or decide.Discard when
-	// ReportOnly.
+	// sink delivers the decisions: kubeSink, or decide.Discard for the
+	// sink "mcp".
 	sink decide.Sink
 
 	configMaps   corelisters.ConfigMapLister
@@ -128,10 +134,10 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 		c.renderer = render.New()
 	}
 	if c.cfg.Sink == "" {
-		c.cfg.Sink = "kube"
+		c.cfg.Sink = SinkKube
 	}
 	c.sink = kubeSink{c}
-	if cfg.ReportOnly {
+	if c.cfg.Sink == SinkMCP {
 		c.sink = decide.Discard{}
 	}
 	handler := cache.ResourceEventHandlerFuncs{

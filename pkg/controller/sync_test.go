@@ -422,7 +422,7 @@ func TestSyncAPIErrors(t *testing.T) {
 // Report-only (the MCP sink alone) writes no EnvoyFilter, yet keeps the
 // status, with istiod's MCP NACK scrubbed of secrets.
 func TestSyncReportOnly(t *testing.T) {
-	f := newFixture(t, Config{ReportOnly: true, Sink: "mcp", MCPNack: func() string { return "rejected token s3cr3t" }})
+	f := newFixture(t, Config{Sink: SinkMCP, MCPNack: func() string { return "rejected token s3cr3t" }})
 	f.putConfig(docV1 + "tracing:\n  enable: true\n  skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t}\n")
 	f.mustSync()
 	if w := f.writes(); len(w) != 0 {
