@@ -42,6 +42,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
@@ -236,6 +237,13 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	cfg.Rollout, cfg.RootNamespace = tracker, opts.Rollout.RootNamespace
+	if opts.Webhook.Addr != "" {
+		// Is the webhook this process serves the one the API server calls
+		// for the global ConfigMap?
+		cfg.Admission = func(ctx context.Context, cm *corev1.ConfigMap) status.Admission {
+			return webhook.Guard(ctx, kube, opts.Webhook.ConfigName, cm)
+		}
+	}
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
 	if tracker != nil {
 		tracker.OnChange = ctrl.Enqueue

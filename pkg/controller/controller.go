@@ -18,6 +18,7 @@ import (
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions/networking/v1alpha3"
 	istiolisters "istio.io/client-go/pkg/listers/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +31,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
 // Config is what the controller needs to know besides its clients.
@@ -49,6 +51,10 @@ type Config struct {
 	// MCPNack, when set, is istiod's last MCP NACK for the status (sinks
 	// mcp and both). It is read on every sync.
 	MCPNack func() string
+	// Admission says whether the admission webhook guards the global
+	// ConfigMap cm; asked on every sync that finds the ConfigMap. Nil
+	// means no webhook is served for it.
+	Admission func(ctx context.Context, cm *corev1.ConfigMap) status.Admission
 	// Rollout, when set, is told every set the controller publishes, and
 	// its status goes into the status ConfigMap, Events and metrics. Set
 	// its OnChange to the controller's Enqueue.

@@ -44,6 +44,7 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 			c.metrics.LastApply.SetToCurrentTime()
 		}
 	}
+	c.reportAdmission(ctx, cm, st)
 	c.reportRollout(cm, st)
 	if len(writes) > 0 {
 		// The item diff says why, the writes what: a drift repair has no
@@ -103,6 +104,29 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// NoWebhook is the admission reason when the controller serves no
+// admission webhook (sidecar mode, or a run without --webhook-addr).
+const NoWebhook = "globalconfig serves no admission webhook here (run with --webhook-addr): a bad edit is saved, and only found when the controller reads it"
+
+// reportAdmission puts into st whether the admission webhook guards cm,
+// and records a Warning Event each time the reason it does not changes.
+func (c *Controller) reportAdmission(ctx context.Context, cm *corev1.ConfigMap, st *status.Status) {
+	a := status.Admission{Reason: NoWebhook}
+	if c.cfg.Admission != nil {
+		a = c.cfg.Admission(ctx, cm)
+	}
+	a.Reason = c.scrub(a.Reason)
+	st.Admission = &a
+	if a.Guarded {
+		c.st.admissionWarned = ""
+		return
+	}
+	if a.Reason != c.st.admissionWarned {
+		c.st.admissionWarned = a.Reason
+		c.event(cm, corev1.EventTypeWarning, "AdmissionNotGuarding", "edits of this ConfigMap are not checked before they are saved: %s", a.Reason)
+	}
 }
 
 // warnInvalid records a Warning Event with every problem, once per

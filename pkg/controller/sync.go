@@ -35,6 +35,9 @@ type state struct {
 	status     *status.Status
 	statusText string
 	statusRead bool
+	// admissionWarned is the reason of the last AdmissionNotGuarding
+	// Event, "" while admission guards the ConfigMap.
+	admissionWarned string
 	// warned is the problem list of the last Warning Event, so the same
 	// problems are not announced on every resync.
 	warned string

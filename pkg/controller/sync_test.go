@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	istiofake "istio.io/client-go/pkg/clientset/versioned/fake"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,6 +63,10 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	c := fakekube.New()
 	f := &fixture{Cluster: c, t: t, ctx: context.Background(), kube: c.Kube, istio: c.Istio, recorder: record.NewFakeRecorder(100)}
 	cfg.Namespace, cfg.Name, cfg.FieldManager = testNS, testName, "globalconfig"
+	if cfg.Admission == nil {
+		// A controller serving its webhook, which guards the ConfigMap.
+		cfg.Admission = func(context.Context, *corev1.ConfigMap) status.Admission { return status.Admission{Guarded: true} }
+	}
 	f.metrics = NewMetrics(prometheus.NewRegistry())
 	f.ctrl = New(cfg, f.kube, f.istio, c.KubeInf.Core().V1().ConfigMaps(), c.IstioInf.Networking().V1alpha3().EnvoyFilters(),
 		f.recorder, f.metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -504,5 +509,56 @@ func TestSyncRestartWithAnInvalidDocumentRestoresTheLastGood(t *testing.T) {
 	f.wantLive(docV1)
 	if s := f.status(); s.State != status.Invalid {
 		t.Errorf("status %v", s)
+	}
+}
+
+// The status says whether admission guards the ConfigMap; a Warning Event
+// says so once per distinct reason, and again after it was guarded.
+func TestSyncReportsAdmission(t *testing.T) {
+	reason := "its objectSelector (globalconfig.io/validate=true) does not select the ConfigMap's labels"
+	f := newFixture(t, Config{Admission: func(_ context.Context, cm *corev1.ConfigMap) status.Admission {
+		if cm.Name != testName {
+			t.Errorf("asked about %s", cm.Name)
+		}
+		if reason == "" {
+			return status.Admission{Guarded: true}
+		}
+		return status.Admission{Reason: reason}
+	}})
+	notGuarding := func() int {
+		n := 0
+		for _, e := range f.events() {
+			if strings.Contains(e, "Warning AdmissionNotGuarding") {
+				n++
+			}
+		}
+		return n
+	}
+	f.putConfig(docV1)
+	f.mustSync()
+	if s := f.status(); s.Admission == nil || s.Admission.Guarded || s.Admission.Reason != reason {
+		t.Errorf("admission %+v", s.Admission)
+	}
+	f.mustSync() // a resync: not announced again
+	if n := notGuarding(); n != 1 {
+		t.Errorf("%d AdmissionNotGuarding events, want 1", n)
+	}
+	reason = ""
+	f.mustSync()
+	if s := f.status(); s.Admission == nil || !s.Admission.Guarded || s.Admission.Reason != "" {
+		t.Errorf("guarded: admission %+v", s.Admission)
+	}
+	reason = "the ValidatingWebhookConfiguration globalconfig does not exist"
+	f.mustSync()
+	if n := notGuarding(); n != 1 {
+		t.Errorf("after the webhook configuration went: %d new events, want 1", n)
+	}
+	// Without a webhook served at all, the status says so.
+	g := newFixture(t, Config{Sink: SinkMCP})
+	g.ctrl.cfg.Admission = nil
+	g.putConfig(docV1)
+	g.mustSync()
+	if s := g.status(); s.Admission == nil || s.Admission.Guarded || s.Admission.Reason != NoWebhook {
+		t.Errorf("no webhook: admission %+v", s.Admission)
 	}
 }

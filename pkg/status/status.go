@@ -68,11 +68,25 @@ type Status struct {
 	// MCPNack is istiod's last rejection of an MCP push, when it has not
 	// accepted a later one (sinks mcp and both).
 	MCPNack string `json:"mcpNack,omitempty"`
+	// Admission says whether the admission webhook checks edits of the
+	// global ConfigMap before they are saved; nil while the ConfigMap is
+	// gone.
+	Admission *Admission `json:"admission,omitempty"`
 	// Rollout is how far the proxies took the applied set; nil while it
 	// is not tracked (--rollout=false) or istiod has not answered yet for
 	// this set. RolloutSummary is its one line, or why there is none.
 	Rollout        *rollout.Status `json:"rollout,omitempty"`
 	RolloutSummary string          `json:"rolloutSummary,omitempty"`
+}
+
+// Admission is whether the admission webhook guards the document.
+type Admission struct {
+	// Guarded: the webhook configuration sends every CREATE and UPDATE of
+	// the global ConfigMap to globalconfig's webhook (which admits edits
+	// while it is down: failurePolicy Ignore).
+	Guarded bool `json:"guarded"`
+	// Reason says why not, when not.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Problem is one problem (or warning) of the document.

@@ -1,6 +1,7 @@
 // Package webhook is the validating admission webhook for the global
-// ConfigMap: the API server asks it on every CREATE and UPDATE of a
-// ConfigMap that carries the selector label, and a document the engine
+// ConfigMap: the API server asks it on every CREATE and UPDATE of the
+// global ConfigMap (the webhook configuration selects it by name, see
+// MatchExpression), and a document the engine
 // rejects is refused with every problem and its path — the same messages
 // `globalconfig validate` prints. It also keeps its own TLS certificate.
 package webhook
@@ -26,10 +27,6 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
-
-// SelectorLabel is the label the global ConfigMap carries; the webhook
-// configuration's objectSelector sends only ConfigMaps with it here.
-const SelectorLabel = "globalconfig.io/validate"
 
 // Path is where the API server posts AdmissionReviews.
 const Path = "/validate"

@@ -36,8 +36,6 @@ metadata:
   namespace: istio-system
   labels:
     app.kubernetes.io/part-of: globalconfig
-    # Sends edits of this ConfigMap to globalconfig's admission webhook.
-    globalconfig.io/validate: "true"
 data:
   config.yaml: |
     # Where patches apply: every gateway, EnvoyFilters in the root namespace.

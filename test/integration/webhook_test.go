@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
@@ -26,23 +27,23 @@ import (
 // controller fills it in.
 func createWebhookConfig(f *fixture, url string) {
 	f.t.Helper()
-	if err := cluster.CreateWebhookConfig(f.ctx, url); err != nil {
+	if err := cluster.CreateWebhookConfig(f.ctx, url, ns, cmName); err != nil {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() {
 		_ = cluster.Admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(f.ctx, harness.WebhookConfigName, metav1.DeleteOptions{})
 		_ = cluster.Admin.CoreV1().Secrets(ns).Delete(f.ctx, "globalconfig-webhook-tls", metav1.DeleteOptions{})
-		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(f.ctx, "webhook-warmup", metav1.DeleteOptions{})
+		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(f.ctx, "another-configmap", metav1.DeleteOptions{})
 	})
 }
 
-// applyManifest writes the labelled ConfigMap name with doc and runs
-// kubectl apply on it, returning kubectl's output.
+// applyManifest writes the ConfigMap name with doc and runs kubectl apply
+// on it, returning kubectl's output.
 func applyManifest(f *fixture, name, doc string) (string, error) {
 	f.t.Helper()
 	cm := corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{webhook.SelectorLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Data:       map[string]string{document.DataKey: doc},
 	}
 	y, err := yaml.Marshal(cm)
@@ -54,6 +55,26 @@ func applyManifest(f *fixture, name, doc string) (string, error) {
 		f.t.Fatal(err)
 	}
 	return cluster.Kubectl(f.ctx, nil, "apply", "-f", file)
+}
+
+// createFromFile updates the global ConfigMap from a file as many users
+// do: kubectl create configmap --from-file --dry-run=client -o yaml,
+// piped to kubectl apply. The manifest it makes has no labels.
+func createFromFile(f *fixture, doc string) error {
+	f.t.Helper()
+	file := filepath.Join(f.t.TempDir(), document.DataKey)
+	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	manifest, err := cluster.Kubectl(f.ctx, nil, "create", "configmap", cmName, "-n", ns, "--from-file="+document.DataKey+"="+file, "--dry-run=client", "-o", "yaml")
+	if err != nil {
+		f.t.Fatalf("kubectl create --dry-run: %v\n%s", err, manifest)
+	}
+	if strings.Contains(manifest, "labels:") {
+		f.t.Fatalf("the manifest carries labels:\n%s", manifest)
+	}
+	_, err = cluster.Kubectl(f.ctx, []byte(manifest), "apply", "-f", "-")
+	return err
 }
 
 func (f *fixture) configMapVersion() string {
@@ -82,13 +103,17 @@ func TestAdmissionWebhook(t *testing.T) {
 		t.Fatalf("caBundle not patched: %v", err)
 	}
 	// The API server reloads webhook configurations asynchronously; until
-	// it has the caBundle, calls fail and Ignore admits. Wait on a scratch
-	// ConfigMap until a bad document is refused.
+	// it has the caBundle, calls fail and Ignore admits. Wait until a bad
+	// document is refused.
 	if !harness.Eventually(f.ctx, 30*time.Second, func() bool {
-		_, err := applyManifest(f, "webhook-warmup", "gizp: {}\n")
+		_, err := applyManifest(f, cmName, "gizp: {}\n")
 		return err != nil
 	}) {
 		t.Fatal("the webhook never refused a bad document")
+	}
+	// Only the global ConfigMap is sent to it.
+	if out, err := applyManifest(f, "another-configmap", "gizp: {}\n"); err != nil {
+		t.Errorf("another ConfigMap was refused: %v\n%s", err, out)
 	}
 
 	// The global ConfigMap as kubectl apply manages it, then bad edits.
@@ -115,6 +140,21 @@ func TestAdmissionWebhook(t *testing.T) {
 			t.Logf("kubectl apply said:\n%v", err)
 		})
 	}
+
+	// The most common way to update a ConfigMap from a file replaces its
+	// labels; the webhook selects the ConfigMap by name, so it still
+	// checks the edit.
+	t.Run("kubectl create --dry-run | kubectl apply", func(t *testing.T) {
+		before := f.configMapVersion()
+		err := createFromFile(f, strings.Replace(docV1, "gzip: {}", "gzip: {chunkSize: 100}", 1))
+		if err == nil || !strings.Contains(err.Error(), "gzip.chunkSize: must be between 4096 and 65536, got 100") {
+			t.Fatalf("an edit without the example's labels: %v", err)
+		}
+		if f.configMapVersion() != before {
+			t.Error("the ConfigMap changed although the edit was refused")
+		}
+	})
+	f.waitStatus(func(st *status.Status) bool { return st.Admission != nil && st.Admission.Guarded })
 
 	out, err := applyManifest(f, cmName, docV2)
 	if err != nil {
@@ -160,8 +200,29 @@ func TestAdmissionWebhook(t *testing.T) {
 	if !harness.Eventually(f.ctx, 10*time.Second, func() bool { return served() == leaf.SerialNumber.String() }) {
 		t.Errorf("the webhook still serves certificate %s after the Secret changed", served())
 	}
-	if _, err := applyManifest(f, "webhook-warmup", "gizp: {}\n"); err == nil {
+	if _, err := applyManifest(f, cmName, "gizp: {}\n"); err == nil {
 		t.Error("after the renewal a bad document was admitted")
+	}
+
+	// A webhook configuration that no longer selects the ConfigMap (the
+	// label selector of earlier releases, the label gone): the controller
+	// says so at the next sync, in the status and an Event.
+	vwc, err = cluster.Admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(f.ctx, harness.WebhookConfigName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc.Webhooks[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"globalconfig.io/validate": "true"}}
+	if _, err := cluster.Admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(f.ctx, vwc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := applyManifest(f, cmName, docV1); err != nil {
+		t.Fatalf("valid edit refused: %v\n%s", err, out)
+	}
+	f.waitStatus(func(st *status.Status) bool {
+		return st.Admission != nil && !st.Admission.Guarded && strings.Contains(st.Admission.Reason, "objectSelector (globalconfig.io/validate=true) does not select")
+	})
+	if events := f.events("AdmissionNotGuarding"); len(events) != 1 || !strings.Contains(events[0].Message, "not checked before they are saved") {
+		t.Errorf("AdmissionNotGuarding events: %+v", events)
 	}
 
 	// With the controller down, edits are admitted (failurePolicy Ignore),
@@ -174,7 +235,8 @@ func TestAdmissionWebhook(t *testing.T) {
 	}
 	f.start("controller-2")
 	f.waitStatus(func(st *status.Status) bool {
-		return st.State == status.Invalid && contains(problems(st), "gzip.chunkSize")
+		return st.State == status.Invalid && contains(problems(st), "gzip.chunkSize") &&
+			st.Admission != nil && st.Admission.Reason == controller.NoWebhook // controller-2 serves no webhook
 	})
 	if _, after := f.live(); !maps.Equal(live, after) {
 		t.Error("EnvoyFilters changed after an invalid edit got past the webhook")

@@ -83,7 +83,7 @@ func run(bin string) error {
 	if err != nil {
 		return err
 	}
-	if err := cluster.CreateWebhookConfig(ctx, fmt.Sprintf("https://127.0.0.1:%d/validate", port)); err != nil {
+	if err := cluster.CreateWebhookConfig(ctx, fmt.Sprintf("https://127.0.0.1:%d/validate", port), harness.Namespace, harness.ConfigMapName); err != nil {
 		return err
 	}
 	gwPort, err := harness.FreePort()

@@ -118,7 +118,6 @@ func Manifest(doc []byte, configMap, comment string) ([]byte, error) {
 			Pair("namespace", Str(ns)),
 			Pair("labels", Mapping(
 				Pair("app.kubernetes.io/part-of", Str("globalconfig")),
-				Pair("globalconfig.io/validate", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "true", Style: yaml.DoubleQuotedStyle}),
 			)),
 		)),
 		Pair("data", Mapping(
