@@ -42,8 +42,8 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/render"
-	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
 

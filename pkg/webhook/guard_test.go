@@ -51,12 +51,16 @@ func TestGuards(t *testing.T) {
 			v.Webhooks[0].Rules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
 			v.Webhooks[0].Rules[0].Resources = []string{"*"}
 		}, ""},
-		{"no caBundle", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) { v.Webhooks[0].ClientConfig.CABundle = nil }, "no caBundle"},
+		{"no caBundle", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks[0].ClientConfig.CABundle = nil
+		}, "no caBundle"},
 		{"no caBundle, injected by cert-manager", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
 			v.Webhooks[0].ClientConfig.CABundle = nil
 			v.Annotations = map[string]string{"cert-manager.io/inject-ca-from": "istio-system/globalconfig-webhook"}
 		}, ""},
-		{"another webhook", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) { v.Webhooks[0].Name = "other.example.com" }, "has no webhook " + WebhookName},
+		{"another webhook", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks[0].Name = "other.example.com"
+		}, "has no webhook " + WebhookName},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := guarding()
