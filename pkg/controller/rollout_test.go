@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,27 +11,45 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
 
-// fakeIstiod serves /debug/syncz with whatever proxies holds.
-func fakeIstiod(t *testing.T, proxies *[]rollout.ProxySync) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+// fakeIstiod serves /debug/syncz (*proxies) and /debug/configz (the
+// EnvoyFilters the fixture's API holds, as istiod's store would).
+func fakeIstiod(t *testing.T, f *fixture, proxies *[]rollout.ProxySync) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/debug/configz" {
+			list, err := f.istio.NetworkingV1alpha3().EnvoyFilters("").List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Error(err)
+			}
+			var out []map[string]any
+			for _, ef := range list.Items {
+				out = append(out, map[string]any{"kind": "EnvoyFilter", "metadata": map[string]any{
+					"name": ef.Name, "namespace": ef.Namespace, "labels": ef.Labels, "annotations": ef.Annotations}})
+			}
+			_ = json.NewEncoder(w).Encode(out)
+			return
+		}
 		_ = json.NewEncoder(w).Encode(*proxies)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
-func gatewaySync(name string, sent time.Time, lastError string) rollout.ProxySync {
+// gatewaySync is a gateway that ACKed push n, or NACKed its listeners with
+// lastError.
+func gatewaySync(name string, n int, lastError string) rollout.ProxySync {
+	nonce := fmt.Sprintf("2026-11-23T09:13:00Z/%d0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", n)
 	p := rollout.ProxySync{ProxyID: "router~10.0.0.1~" + name + "~istio-system.svc.cluster.local", IstioVersion: "1.31.0",
 		Resources: map[string]rollout.ResourceSync{}}
 	for _, u := range []string{rollout.ListenerType, rollout.ClusterType, rollout.RouteType} {
-		p.Resources[u] = rollout.ResourceSync{Sent: "n1", Acked: "n1", SentTime: sent}
+		p.Resources[u] = rollout.ResourceSync{Sent: nonce, Acked: nonce}
 	}
 	if lastError != "" {
-		p.Resources[rollout.ListenerType] = rollout.ResourceSync{Sent: "n2", Acked: "n1", SentTime: sent, LastError: lastError}
+		p.Resources[rollout.ListenerType] = rollout.ResourceSync{Sent: nonce, LastError: lastError}
 	}
 	return p
 }
@@ -39,9 +59,10 @@ func gatewaySync(name string, sent time.Time, lastError string) rollout.ProxySyn
 // NACK, and the metrics; an unreachable istiod is said to be one.
 func TestSyncReportsRollout(t *testing.T) {
 	var proxies []rollout.ProxySync
-	istiod := fakeIstiod(t, &proxies)
-	tracker := rollout.NewTracker(rollout.Static{istiod.URL, "http://127.0.0.1:1"}, &rollout.Client{}, time.Minute)
+	tracker := rollout.NewTracker(rollout.Static{"http://127.0.0.1:1"}, &rollout.Client{}, time.Minute)
 	f := newFixture(t, Config{Rollout: tracker, RootNamespace: testNS})
+	istiod := fakeIstiod(t, f, &proxies)
+	tracker.Source = rollout.Static{istiod.URL, "http://127.0.0.1:1"}
 	f.putConfig(docV1 + "tracing:\n  enable: true\n  skywalking: {service: sw.default.svc.cluster.local, port: 11800, access_token: s3cr3t}\n")
 	f.mustSync()
 	s := f.status()
@@ -49,10 +70,13 @@ func TestSyncReportsRollout(t *testing.T) {
 		t.Fatalf("the tracker should follow the applied set %q (tracks %q); summary %q", s.Applied.Hash, tracker.Version(), s.RolloutSummary)
 	}
 
-	after := time.Now().Add(time.Second)
+	// istiod holds the set (its configz is the API's) after push 4; push
+	// 5 carries it.
+	proxies = []rollout.ProxySync{gatewaySync("gw-a.istio-system", 4, ""), gatewaySync("gw-b.istio-system", 4, "")}
+	tracker.Poll(f.ctx)
 	proxies = []rollout.ProxySync{
-		gatewaySync("gw-a.istio-system", after, ""),
-		gatewaySync("gw-b.istio-system", after, "Error adding/updating listener(s) 0.0.0.0_80: token s3cr3t refused"),
+		gatewaySync("gw-a.istio-system", 5, ""),
+		gatewaySync("gw-b.istio-system", 5, "Error adding/updating listener(s) 0.0.0.0_80: token s3cr3t refused"),
 	}
 	tracker.Poll(f.ctx)
 	f.deliver()

@@ -7,8 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
 )
 
 // xDS type URLs whose sync decides a proxy's state: an EnvoyFilter
@@ -111,9 +114,55 @@ const MaxResponse = 64 << 20
 
 // Syncz returns what the istiod at base reports.
 func (c *Client) Syncz(ctx context.Context, base string) ([]ProxySync, error) {
+	body, err := c.get(ctx, base, "/debug/syncz")
+	if err != nil {
+		return nil, err
+	}
+	var out []ProxySync
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("decode /debug/syncz: %w", err)
+	}
+	return out, nil
+}
+
+// configObject is the part of one entry of istiod's /debug/configz that
+// rollout reads.
+type configObject struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+// Configz returns globalconfig's EnvoyFilters as the istiod at base holds
+// them in its configuration store (/debug/configz, from the API server or
+// over MCP alike): namespace/name → content hash.
+func (c *Client) Configz(ctx context.Context, base string) (map[string]string, error) {
+	body, err := c.get(ctx, base, "/debug/configz")
+	if err != nil {
+		return nil, err
+	}
+	var objs []configObject
+	if err := json.Unmarshal(body, &objs); err != nil {
+		return nil, fmt.Errorf("decode /debug/configz: %w", err)
+	}
+	out := map[string]string{}
+	for _, o := range objs {
+		if o.Kind == "EnvoyFilter" && o.Metadata.Labels[envoyfilter.LabelManagedBy] == envoyfilter.ManagedByValue {
+			out[o.Metadata.Namespace+"/"+o.Metadata.Name] = o.Metadata.Annotations[envoyfilter.AnnotationContentHash]
+		}
+	}
+	return out, nil
+}
+
+// get reads path from the istiod at base.
+func (c *Client) get(ctx context.Context, base, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/debug/syncz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -135,16 +184,40 @@ func (c *Client) Syncz(ctx context.Context, base string) ([]ProxySync, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
 	if err != nil {
-		return nil, fmt.Errorf("read /debug/syncz: %w", err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/debug/syncz answered %s: %s", resp.Status, firstLine(string(body), 200))
+		return nil, fmt.Errorf("%s answered %s: %s", path, resp.Status, firstLine(string(body), 200))
 	}
-	var out []ProxySync
-	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("decode /debug/syncz: %w", err)
+	return body, nil
+}
+
+// PushCounter reads istiod's push counter from one of its nonces. istiod
+// names each push "TIME/N", N counting its pushes since it started, and a
+// nonce is that name followed by a 36-character UUID; pushes are ordered
+// by N alone, whatever any clock says.
+func PushCounter(nonce string) (uint64, bool) {
+	const uuidLen = 36
+	i := strings.LastIndexByte(nonce, '/')
+	if i < 0 || len(nonce)-i-1 <= uuidLen {
+		return 0, false
 	}
-	return out, nil
+	n, err := strconv.ParseUint(nonce[i+1:len(nonce)-uuidLen], 10, 64)
+	return n, err == nil
+}
+
+// maxSent is the highest push counter istiod has sent any of proxies, 0
+// when none reads.
+func maxSent(proxies []ProxySync) uint64 {
+	var top uint64
+	for _, p := range proxies {
+		for _, r := range p.Resources {
+			if n, ok := PushCounter(r.Sent); ok && n > top {
+				top = n
+			}
+		}
+	}
+	return top
 }
 
 // firstLine is s's first line, at most n bytes.

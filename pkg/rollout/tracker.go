@@ -3,7 +3,7 @@ package rollout
 import (
 	"cmp"
 	"context"
-	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -31,10 +31,22 @@ const (
 type Generation struct {
 	// Version is the set's hash.
 	Version string
-	// Since is when it was written or served.
+	// Since is when it was written or served (shown, never compared).
 	Since time.Time
 	// Scope is which proxies it reaches.
 	Scope Scope
+	// Contents are the set's EnvoyFilters, namespace/name → content hash
+	// (ContentsOf): what an istiod holds once it has loaded the set.
+	Contents map[string]string
+}
+
+// ContentsOf is the Contents of the set objs.
+func ContentsOf(objs []*envoyfilter.Object) map[string]string {
+	out := make(map[string]string, len(objs))
+	for _, o := range objs {
+		out[o.Metadata.Namespace+"/"+o.Metadata.Name] = o.Hash()
+	}
+	return out
 }
 
 // Scope says which proxies a set reaches, the way istiod scopes an
@@ -107,6 +119,25 @@ type Tracker struct {
 	gen    *Generation
 	status *Status
 	kick   chan struct{}
+	// trackedAt is when gen was given, on this process's clock: only
+	// elapsed time on one clock is ever measured.
+	trackedAt time.Time
+	// marks are, per istiod address, what its push counters say of gen.
+	marks map[string]mark
+}
+
+// mark is what one istiod's push counters say of a set: pushes up to lo
+// were sent while its configuration store did not hold the set yet, so
+// they don't carry it; pushes after hi started after the store held it, so
+// they do. Pushes between are the ones the set's change started (or, in a
+// rare race, one that an unrelated change started just before), and are
+// taken as carrying it. Without lo (the store held the set when first
+// asked: after a restart, or over MCP), a push up to hi is judged by its
+// send time against the set's time instead: istiod keeps no record of
+// when it loaded a configuration.
+type mark struct {
+	lo, hi           uint64
+	loKnown, hiKnown bool
 }
 
 // NewTracker asks src's istiod instances with client.
@@ -127,6 +158,8 @@ func (t *Tracker) Track(g Generation) {
 	}
 	t.gen = &g
 	t.status = nil
+	t.trackedAt = t.now()
+	t.marks = map[string]mark{}
 	t.mu.Unlock()
 	select {
 	case t.kick <- struct{}{}:
@@ -175,12 +208,20 @@ func (t *Tracker) Run(ctx context.Context) {
 // It does nothing before the first Track.
 func (t *Tracker) Poll(ctx context.Context) time.Duration {
 	t.mu.Lock()
-	gen := t.gen
+	gen, marks := t.gen, maps.Clone(t.marks)
 	t.mu.Unlock()
 	if gen == nil {
 		return SlowPoll
 	}
-	st := t.evaluate(*gen, t.ask(ctx))
+	answers := t.ask(ctx, *gen, marks)
+	t.mu.Lock()
+	if t.gen == gen {
+		for _, a := range answers {
+			t.marks[a.address] = a.mark
+		}
+	}
+	t.mu.Unlock()
+	st := t.evaluate(*gen, answers)
 	t.mu.Lock()
 	if t.gen != gen {
 		// A newer generation arrived meanwhile; its poll is due.
@@ -204,10 +245,14 @@ type answer struct {
 	address string
 	proxies []ProxySync
 	err     error
+	// mark is what the istiod's push counters say of the set.
+	mark mark
+	// missing says, until the istiod holds the set, how its store differs.
+	missing string
 }
 
 // ask asks every istiod at once.
-func (t *Tracker) ask(ctx context.Context) []answer {
+func (t *Tracker) ask(ctx context.Context, gen Generation, marks map[string]mark) []answer {
 	eps, err := t.Source.Endpoints()
 	if err != nil {
 		return []answer{{address: "(discovery)", err: err}}
@@ -218,12 +263,64 @@ func (t *Tracker) ask(ctx context.Context) []answer {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps, err := t.Client.Syncz(ctx, ep)
-			out[i] = answer{address: ep, proxies: ps, err: err}
+			out[i] = t.askOne(ctx, gen, ep, marks[ep])
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// askOne asks one istiod. Until its store holds the set, each poll reads
+// its sync status, then its store (/debug/configz): pushes sent before a
+// store without the set don't carry it (lo). Once the store holds it, the
+// sync status read after gives hi. An istiod whose counter went back
+// restarted, and its marks are found anew.
+func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark) answer {
+	a := answer{address: ep, mark: m}
+	a.proxies, a.err = t.Client.Syncz(ctx, ep)
+	if a.err != nil {
+		return a
+	}
+	top := maxSent(a.proxies)
+	if m.hiKnown && top < m.hi || m.loKnown && top < m.lo {
+		a.mark = mark{}
+	}
+	if a.mark.hiKnown {
+		return a
+	}
+	held, err := t.Client.Configz(ctx, ep)
+	if err != nil {
+		a.err = err
+		return a
+	}
+	if a.missing = differs(held, gen.Contents); a.missing != "" {
+		a.mark.lo, a.mark.loKnown = top, true
+		return a
+	}
+	a.proxies, a.err = t.Client.Syncz(ctx, ep)
+	if a.err == nil {
+		a.mark.hi, a.mark.hiKnown = maxSent(a.proxies), true
+	}
+	return a
+}
+
+// differs says how held (an istiod's store) differs from want, "" when it
+// holds exactly want.
+func differs(held, want map[string]string) string {
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		switch h, ok := held[key]; {
+		case !ok:
+			return key + " is missing"
+		case h != want[key]:
+			return key + " has other content"
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(held)) {
+		if _, ok := want[key]; !ok {
+			return key + " is still there"
+		}
+	}
+	return ""
 }
 
 // evaluate sorts the proxies that gen reaches.
@@ -233,6 +330,9 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 	// that sent it listeners last.
 	byID := map[string]Proxy{}
 	sentAt := map[string]time.Time{}
+	t.mu.Lock()
+	elapsed := t.now().Sub(t.trackedAt)
+	t.mu.Unlock()
 	for _, a := range answers {
 		ist := Istiod{Address: a.address, Proxies: len(a.proxies)}
 		if a.err != nil {
@@ -248,7 +348,7 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 				continue
 			}
 			sentAt[p.ProxyID] = lds
-			byID[p.ProxyID] = t.judge(gen, a.address, p)
+			byID[p.ProxyID] = t.judge(gen, a, elapsed, p)
 		}
 	}
 	for _, p := range byID {
@@ -275,22 +375,43 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 	return st
 }
 
-// judge decides one proxy's state.
-func (t *Tracker) judge(gen Generation, istiod string, p ProxySync) Proxy {
-	out := Proxy{Name: p.Name(), Type: p.Kind(), IstioVersion: p.IstioVersion, Istiod: istiod}
+// judge decides one proxy's state from what its istiod (a) says, elapsed
+// since the set was tracked. The proxy is Synced when it ACKed listeners
+// from a push that carries the set and everything sent since; NACKed when
+// it rejected such a push. Which pushes carry the set is decided by
+// istiod's push counter and its store (see mark).
+func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p ProxySync) Proxy {
+	out := Proxy{Name: p.Name(), Type: p.Kind(), IstioVersion: p.IstioVersion, Istiod: a.address}
 	lds, hasLDS := p.Resources[ListenerType]
 	if hasLDS && !lds.SentTime.IsZero() {
 		sent := lds.SentTime.UTC()
 		out.Sent = &sent
 	}
-	var nacks, unacked []string
+	m := a.mark
+	after := func(nonce string, sent time.Time) bool {
+		n, ok := PushCounter(nonce)
+		switch {
+		case !ok || !m.hiKnown:
+			return false
+		case n > m.hi:
+			return true
+		case m.loKnown:
+			return n > m.lo
+		}
+		return !sent.IsZero() && !sent.Before(gen.Since)
+	}
+	var nacks, earlier, unacked []string
 	for _, w := range watchedTypes {
 		r, ok := p.Resources[w.url]
 		if !ok {
 			continue
 		}
 		if r.LastError != "" {
-			nacks = append(nacks, w.short+": "+r.LastError)
+			if after(r.Sent, r.SentTime) {
+				nacks = append(nacks, w.short+": "+r.LastError)
+			} else {
+				earlier = append(earlier, w.short)
+			}
 		}
 		if r.Sent != "" && r.Acked != r.Sent {
 			unacked = append(unacked, w.short)
@@ -300,22 +421,27 @@ func (t *Tracker) judge(gen Generation, istiod string, p ProxySync) Proxy {
 	case len(nacks) > 0:
 		out.State, out.Message = NACKed, truncate(strings.Join(nacks, "; "), MaxMessage)
 		return out
-	case hasLDS && !lds.SentTime.Before(gen.Since) && len(unacked) == 0:
+	case hasLDS && lds.Acked == lds.Sent && after(lds.Acked, lds.SentTime) && len(unacked) == 0:
 		out.State = Synced
 		return out
 	}
-	if t.now().Sub(gen.Since) < t.Timeout {
+	switch {
+	case !m.hiKnown:
+		out.Message = "istiod " + a.address + " has not loaded the set (" + a.missing + ")"
+	case !hasLDS || lds.Sent == "":
+		out.Message = "istiod has sent it no listeners"
+	case !after(lds.Sent, lds.SentTime):
+		out.Message = "no listeners sent since istiod loaded the set"
+	case len(earlier) > 0:
+		out.Message = "rejected an earlier push (" + strings.Join(earlier, ", ") + "); waiting for its answer to this one"
+	default:
+		out.Message = "not ACKed: " + strings.Join(unacked, ", ")
+	}
+	if elapsed < t.Timeout {
 		out.State = Pending
 		return out
 	}
 	out.State = Stale
-	switch {
-	case !hasLDS || lds.Sent == "":
-		out.Message = "istiod has sent it no listeners"
-	case lds.SentTime.Before(gen.Since):
-		out.Message = fmt.Sprintf("no listeners sent since the set was written (last sent %s)", lds.SentTime.UTC().Format(time.RFC3339))
-	default:
-		out.Message = "not ACKed after " + t.Timeout.String() + ": " + strings.Join(unacked, ", ")
-	}
+	out.Message += "; after " + t.Timeout.String()
 	return out
 }

@@ -3,11 +3,13 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,42 +20,80 @@ import (
 
 var since = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-// synced is a proxy that got listeners, clusters and routes at sent and
+// nonce is an istiod nonce of push n: its push version "TIME/n" and a
+// UUID. The time is istiod's, and deliberately far from since: no clock
+// decides anything.
+func nonce(n int) string {
+	return fmt.Sprintf("2026-11-23T09:13:00Z/%d0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", n)
+}
+
+// proxy is a proxy that got listeners, clusters and routes in push n and
 // ACKed them all.
-func proxy(id string, sent time.Time) ProxySync {
+func proxy(id string, n int) ProxySync {
 	p := ProxySync{ProxyID: id, IstioVersion: "1.31.0", Resources: map[string]ResourceSync{}}
 	for _, w := range watchedTypes {
-		p.Resources[w.url] = ResourceSync{Sent: "n1", Acked: "n1", SentTime: sent}
+		p.Resources[w.url] = ResourceSync{Sent: nonce(n), Acked: nonce(n), SentTime: since.Add(-time.Hour)}
 	}
 	return p
 }
 
-func withNack(p ProxySync, msg string) ProxySync {
-	p.Resources[ListenerType] = ResourceSync{Sent: "n2", Acked: "n1", SentTime: p.Resources[ListenerType].SentTime, LastError: msg}
+// withNack is p having rejected the listeners of push n.
+func withNack(p ProxySync, n int, msg string) ProxySync {
+	p.Resources[ListenerType] = ResourceSync{Sent: nonce(n), Acked: p.Resources[ListenerType].Acked, LastError: msg}
 	return p
 }
 
-func withUnacked(p ProxySync) ProxySync {
-	p.Resources[ClusterType] = ResourceSync{Sent: "n2", Acked: "n1", SentTime: p.Resources[ClusterType].SentTime}
+// withUnacked is p not having answered the clusters of push n.
+func withUnacked(p ProxySync, n int) ProxySync {
+	p.Resources[ClusterType] = ResourceSync{Sent: nonce(n), Acked: p.Resources[ClusterType].Acked}
 	return p
 }
 
-// syncz serves proxies as istiod's /debug/syncz does, and records the
-// Authorization header.
-func syncz(t *testing.T, proxies []ProxySync, auth *string) *httptest.Server {
+// fakeIstiod serves /debug/syncz (proxies) and /debug/configz (held, as
+// globalconfig's EnvoyFilters in its store) as istiod does, and records
+// the Authorization header.
+type fakeIstiod struct {
+	*httptest.Server
+	mu      sync.Mutex
+	proxies []ProxySync
+	held    map[string]string
+	auth    string
+}
+
+func newIstiod(t *testing.T) *fakeIstiod {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/debug/syncz" {
+	f := &fakeIstiod{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.auth = r.Header.Get("Authorization")
+		switch r.URL.Path {
+		case "/debug/syncz":
+			_ = json.NewEncoder(w).Encode(f.proxies)
+		case "/debug/configz":
+			var out []map[string]any
+			out = append(out, map[string]any{"kind": "VirtualService", "metadata": map[string]any{"name": "other", "namespace": "istio-system"}})
+			for key, hash := range f.held {
+				ns, name, _ := strings.Cut(key, "/")
+				out = append(out, map[string]any{"kind": "EnvoyFilter", "metadata": map[string]any{
+					"name": name, "namespace": ns,
+					"labels":      map[string]string{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue},
+					"annotations": map[string]string{envoyfilter.AnnotationContentHash: hash},
+				}, "spec": map[string]any{"priority": 10}})
+			}
+			_ = json.NewEncoder(w).Encode(out)
+		default:
 			http.NotFound(w, r)
-			return
 		}
-		if auth != nil {
-			*auth = r.Header.Get("Authorization")
-		}
-		_ = json.NewEncoder(w).Encode(proxies)
 	}))
-	t.Cleanup(srv.Close)
-	return srv
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeIstiod) set(held map[string]string, proxies ...ProxySync) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held, f.proxies = held, proxies
 }
 
 func gatewayFilter(ns string, ctx networking.EnvoyFilter_PatchContext) *envoyfilter.Object {
@@ -65,25 +105,48 @@ func gatewayFilter(ns string, ctx networking.EnvoyFilter_PatchContext) *envoyfil
 	}
 }
 
+// setV1 is the tracked set: one gateway EnvoyFilter.
+var setV1 = map[string]string{"istio-system/globalconfig-x": "hash-v1"}
+
+func generation(version string, contents map[string]string) Generation {
+	return Generation{Version: version, Since: since, Contents: contents,
+		Scope: ScopeOf([]*envoyfilter.Object{gatewayFilter("istio-system", networking.EnvoyFilter_GATEWAY)}, "istio-system")}
+}
+
+func gw(n string) string {
+	return "router~10.1.1." + n + "~gw-" + n + ".istio-system~istio-system.svc.cluster.local"
+}
+
+// A proxy's state is decided by istiod's push counter: a push after the
+// istiod's store held the set carries it. The tracker's clock is minutes
+// off istiod's (and the proxies' send times), and nothing changes.
 func TestStatesAcrossTwoIstiods(t *testing.T) {
-	gw := func(n string) string {
-		return "router~10.1.1." + n + "~gw-" + n + ".istio-system~istio-system.svc.cluster.local"
-	}
-	a := syncz(t, []ProxySync{
-		proxy(gw("1"), since.Add(200*time.Millisecond)),                                                                // synced
-		withNack(proxy(gw("2"), since.Add(300*time.Millisecond)), "Error adding/updating listener(s) 0.0.0.0_80: bad"), // NACKed
-		proxy("sidecar~10.1.1.9~web-0.shop~shop.svc.cluster.local", since.Add(time.Second)),                            // not reached: GATEWAY patch
-	}, nil)
-	b := syncz(t, []ProxySync{
-		proxy(gw("3"), since.Add(-time.Minute)),             // no push since the set
-		withUnacked(proxy(gw("4"), since.Add(time.Second))), // sent, CDS not ACKed
-	}, nil)
+	a, b := newIstiod(t), newIstiod(t)
+	// a holds the set; the highest push it had sent then is 5.
+	a.set(setV1, proxy(gw("1"), 5), proxy(gw("2"), 5), proxy(gw("5"), 4),
+		proxy("sidecar~10.1.1.9~web-0.shop~shop.svc.cluster.local", 5)) // not reached: a GATEWAY patch
+	// b still holds the previous set.
+	b.set(map[string]string{"istio-system/globalconfig-x": "hash-v0"}, proxy(gw("3"), 40))
 	tr := NewTracker(Static{a.URL, b.URL, "http://127.0.0.1:1"}, &Client{}, time.Minute)
-	tr.now = func() time.Time { return since.Add(10 * time.Second) }
-	tr.Track(Generation{Version: "v1", Since: since, Scope: ScopeOf([]*envoyfilter.Object{gatewayFilter("istio-system", networking.EnvoyFilter_GATEWAY)}, "istio-system")})
+	clock := since.Add(7 * time.Minute)
+	tr.now = func() time.Time { return clock }
+	tr.Track(generation("v1", setV1))
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Selected != 4 || st.Pending != 4 {
+		t.Fatalf("before any push carrying the set: %+v", st)
+	}
+
+	// Push 6 carries the set: gw-1 ACKs it, gw-2 rejects it, gw-4 (new)
+	// has not answered its clusters, gw-5 still only has its old answer
+	// to a rejected push 4.
+	a.set(setV1, proxy(gw("1"), 6),
+		withNack(proxy(gw("2"), 5), 6, "Error adding/updating listener(s) 0.0.0.0_80: bad"),
+		withUnacked(proxy(gw("4"), 6), 7),
+		withNack(proxy(gw("5"), 3), 4, "an old rejection"))
+	clock = clock.Add(10 * time.Second)
 	tr.Poll(context.Background())
 	st := tr.Status()
-	if st.Selected != 4 || st.Synced != 1 || st.NACKed != 1 || st.Pending != 2 || st.Stale != 0 {
+	if st.Selected != 5 || st.Synced != 1 || st.NACKed != 1 || st.Pending != 3 || st.Stale != 0 {
 		t.Fatalf("counts: %+v", st)
 	}
 	if st.Proxies[0].Name != "gw-2.istio-system" || st.Proxies[0].State != NACKed ||
@@ -93,26 +156,63 @@ func TestStatesAcrossTwoIstiods(t *testing.T) {
 	if u := st.Unreachable(); len(u) != 1 || !strings.Contains(u[0].Error, "connection refused") {
 		t.Errorf("the third istiod should be reported unreachable: %+v", st.Istiod)
 	}
-	if got, want := st.Summary(), "4 proxies: 1 NACKed, 2 Pending, 1 Synced; 1 of 3 istiod unreachable"; got != want {
+	if got, want := st.Summary(), "5 proxies: 1 NACKed, 3 Pending, 1 Synced; 1 of 3 istiod unreachable"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 
-	// After the timeout the two pending ones are stale, each saying why.
-	tr.now = func() time.Time { return since.Add(2 * time.Minute) }
+	// After the timeout, on the tracker's own clock, the pending ones are
+	// stale, each saying why.
+	clock = clock.Add(2 * time.Minute)
 	tr.Poll(context.Background())
 	st = tr.Status()
-	if st.Stale != 2 || st.Pending != 0 {
+	if st.Stale != 3 || st.Pending != 0 {
 		t.Fatalf("after the timeout: %+v", st)
 	}
 	msgs := map[string]string{}
 	for _, p := range st.Proxies {
 		msgs[p.Name] = p.Message
 	}
-	if !strings.HasPrefix(msgs["gw-3.istio-system"], "no listeners sent since the set was written") ||
-		msgs["gw-4.istio-system"] != "not ACKed after 1m0s: CDS" {
-		t.Errorf("stale messages: %q", msgs)
+	for name, want := range map[string]string{
+		"gw-3.istio-system": "istiod " + b.URL + " has not loaded the set (istio-system/globalconfig-x has other content); after 1m0s",
+		"gw-4.istio-system": "not ACKed: CDS; after 1m0s",
+		"gw-5.istio-system": "no listeners sent since istiod loaded the set; after 1m0s",
+	} {
+		if msgs[name] != want {
+			t.Errorf("%s: %q, want %q", name, msgs[name], want)
+		}
 	}
 
+	// b loads the set and pushes it (41) between two polls: it had sent
+	// up to 40 while it lacked the set, so 41 carries it.
+	b.set(setV1, proxy(gw("3"), 41))
+	tr.Poll(context.Background())
+	if p := tr.Status().Proxy("gw-3.istio-system"); p.State != Synced {
+		t.Errorf("gw-3 after b's push 41: %+v", p)
+	}
+
+	// a restarts: its counter starts again, and the mark is found anew.
+	a.set(setV1, proxy(gw("1"), 1))
+	tr.Poll(context.Background())
+	a.set(setV1, proxy(gw("1"), 2))
+	tr.Poll(context.Background())
+	if p := tr.Status().Proxy("gw-1.istio-system"); p.State != Synced {
+		t.Errorf("gw-1 after a's restart and push 2: %+v", p)
+	}
+}
+
+func TestPushCounter(t *testing.T) {
+	for nonce, want := range map[string]int64{
+		"2026-11-23T09:13:00Z/1230f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0": 123,
+		"2026-11-23T09:13:00Z/70f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0":   7,
+		"2026-11-23T09:13:00Z/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0":    -1, // no counter
+		"n1": -1,
+		"":   -1,
+	} {
+		n, ok := PushCounter(nonce)
+		if (want < 0 && ok) || (want >= 0 && (!ok || int64(n) != want)) {
+			t.Errorf("%q: %d, %v; want %d", nonce, n, ok, want)
+		}
+	}
 }
 
 func TestScope(t *testing.T) {
@@ -139,18 +239,22 @@ func TestScope(t *testing.T) {
 }
 
 func TestTokenIsSentAndUnreachableIsReported(t *testing.T) {
-	var auth string
-	srv := syncz(t, nil, &auth)
+	srv := newIstiod(t)
 	tok := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tok, []byte("s3cret-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := &Client{TokenFile: tok}
-	if _, err := c.Syncz(context.Background(), srv.URL); err != nil {
-		t.Fatal(err)
-	}
-	if auth != "Bearer s3cret-token" {
-		t.Errorf("Authorization %q", auth)
+	for _, ask := range []func() error{
+		func() error { _, err := c.Syncz(context.Background(), srv.URL); return err },
+		func() error { _, err := c.Configz(context.Background(), srv.URL); return err },
+	} {
+		if err := ask(); err != nil {
+			t.Fatal(err)
+		}
+		if srv.auth != "Bearer s3cret-token" {
+			t.Errorf("Authorization %q", srv.auth)
+		}
 	}
 	denied := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "authentication failure", http.StatusUnauthorized)
@@ -163,31 +267,65 @@ func TestTokenIsSentAndUnreachableIsReported(t *testing.T) {
 }
 
 func TestTrackSameVersionKeepsStatus(t *testing.T) {
-	srv := syncz(t, []ProxySync{proxy("router~1~gw-0.istio-system~x", since.Add(time.Second))}, nil)
+	srv := newIstiod(t)
+	srv.set(setV1, proxy("router~1~gw-0.istio-system~x", 3))
 	tr := NewTracker(Static{srv.URL}, &Client{}, time.Minute)
 	tr.now = func() time.Time { return since.Add(2 * time.Second) }
 	changes := 0
 	tr.OnChange = func() { changes++ }
-	g := Generation{Version: "v1", Since: since, Scope: ScopeOf([]*envoyfilter.Object{gatewayFilter("istio-system", networking.EnvoyFilter_ANY)}, "istio-system")}
+	g := generation("v1", setV1)
 	tr.Track(g)
+	tr.Poll(context.Background()) // the mark: push 3
+	srv.set(setV1, proxy("router~1~gw-0.istio-system~x", 4))
 	if next := tr.Poll(context.Background()); next != SlowPoll {
 		t.Errorf("all synced: next poll in %v, want %v", next, SlowPoll)
 	}
 	tr.Poll(context.Background())
-	if changes != 1 {
-		t.Errorf("OnChange called %d times for one change", changes)
+	if changes != 2 {
+		t.Errorf("OnChange called %d times for two changes", changes)
 	}
 	tr.Track(g)
 	if tr.Status() == nil {
 		t.Error("tracking the same version again dropped its status")
 	}
-	g.Version, g.Since = "v2", since.Add(5*time.Second)
-	tr.Track(g)
+	setV2 := map[string]string{"istio-system/globalconfig-x": "hash-v2"}
+	tr.Track(generation("v2", setV2))
 	if tr.Status() != nil {
 		t.Error("a new version should start without a status")
 	}
+	srv.set(setV2, proxy("router~1~gw-0.istio-system~x", 4))
 	tr.Poll(context.Background())
 	if st := tr.Status(); st.Pending != 1 {
-		t.Errorf("listeners sent before v2 should be pending: %+v", st)
+		t.Errorf("listeners sent before istiod held v2 should be pending: %+v", st)
+	}
+}
+
+// The controller's clock minutes off istiod's: the set was written at
+// since by the controller's clock, istiod's clock is five minutes behind
+// (its send times are before since), and the tracker's own clock is ten
+// minutes ahead. Synced and NACKed are decided as without skew.
+func TestClockSkew(t *testing.T) {
+	behind := since.Add(-5 * time.Minute)
+	skewed := func(p ProxySync) ProxySync {
+		for url, r := range p.Resources {
+			r.SentTime = behind
+			p.Resources[url] = r
+		}
+		return p
+	}
+	a := newIstiod(t)
+	a.set(map[string]string{}, skewed(proxy(gw("1"), 7)), skewed(proxy(gw("2"), 7))) // the store lacks the set
+	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+	tr.now = func() time.Time { return since.Add(10 * time.Minute) }
+	tr.Track(generation("v1", setV1))
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Pending != 2 {
+		t.Fatalf("before istiod loaded the set: %+v", st)
+	}
+	a.set(setV1, skewed(proxy(gw("1"), 8)), skewed(withNack(proxy(gw("2"), 7), 8, "bad listener")))
+	tr.Poll(context.Background())
+	st := tr.Status()
+	if st.Synced != 1 || st.NACKed != 1 || st.Proxy("gw-1.istio-system").State != Synced || st.Proxy("gw-2.istio-system").Message != "LDS: bad listener" {
+		t.Errorf("with skewed clocks: %+v", st)
 	}
 }
