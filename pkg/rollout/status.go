@@ -2,9 +2,10 @@
 // asks every istiod, the way `istioctl proxy-status` does, for its sync
 // status (/debug/syncz on istiod's HTTP debug port): per connected proxy,
 // per xDS type, the nonce last sent, the nonce last ACKed, when it was
-// sent, and the message of the last NACK. From that and the time the
-// current set was written it sorts the proxies the set reaches into
-// synced, pending, stale and NACKed.
+// sent, and the message of the last NACK; and for its configuration store
+// (/debug/configz), to learn from which push on istiod's pushes carry the
+// current set (istiod's nonces carry its push counter). From that it sorts
+// the proxies the set reaches into synced, pending, stale and NACKed.
 //
 // It never writes to the cluster; the controller puts its Status into the
 // status ConfigMap, Events and metrics, and asks for a new one whenever
@@ -22,16 +23,17 @@ type State string
 
 // The states, in the order the status lists them.
 const (
-	// NACKed: the proxy rejected the last listeners, clusters or routes
-	// istiod sent it; Envoy keeps running its previous configuration.
+	// NACKed: the proxy rejected listeners, clusters or routes of a push
+	// that carries the set; Envoy keeps running its previous
+	// configuration.
 	NACKed State = "NACKed"
-	// Stale: the proxy has not ACKed configuration sent after the set was
-	// written, and the rollout timeout has passed.
+	// Stale: the proxy has not ACKed a push that carries the set, and the
+	// rollout timeout has passed.
 	Stale State = "Stale"
 	// Pending: as Stale, but still within the rollout timeout.
 	Pending State = "Pending"
-	// Synced: istiod sent the proxy listeners, clusters and routes after
-	// the set was written, and the proxy ACKed them.
+	// Synced: the proxy ACKed listeners of a push that carries the set,
+	// and everything istiod sent it since.
 	Synced State = "Synced"
 )
 
