@@ -108,6 +108,9 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 		}
 		ew.printf("last change: %s (set %s applied %s)\n", change, a.Hash, a.Time.UTC().Format(time.RFC3339))
 	}
+	if a := st.Admission; a != nil && !a.Guarded {
+		ew.printf("admission: edits are not checked before they are saved: %s\n", a.Reason)
+	}
 	if st.Sink != "" && st.Sink != "kube" {
 		ew.printf("sink: %s\n", st.Sink)
 	}

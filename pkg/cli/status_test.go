@@ -47,6 +47,7 @@ func testStatus(r *rollout.Status) *status.Status {
 		{Path: "gizp", Line: 4, Message: `unknown item; did you mean "gzip"?`},
 	}
 	st.Sink = "kube"
+	st.Admission = &status.Admission{Reason: "the ValidatingWebhookConfiguration globalconfig does not exist"}
 	st.Applied = &status.AppliedSet{
 		Hash: "0123456789abcdef", Time: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
 		EnvoyFilters: []status.EnvoyFilter{
@@ -88,6 +89,7 @@ func TestStatusText(t *testing.T) {
 		"message: the document was rejected; the last good EnvoyFilters are kept\n",
 		"errors:\n  gzip.chunkSize: must be between 4096 and 65536, got 100 (config.yaml line 3)\n  gizp: unknown item; did you mean \"gzip\"? (config.yaml line 4)\n",
 		"warnings: none\n",
+		"admission: edits are not checked before they are saved: the ValidatingWebhookConfiguration globalconfig does not exist\n",
 		"last change: changed gzip; removed brotli (set 0123456789abcdef applied 2026-03-01T10:00:00Z)\n",
 		"ITEM   ENVOYFILTER                      LAST CHANGE\n",
 		"gzip   istio-system/globalconfig-gzip   changed 2026-03-01T10:00:00Z\n",

@@ -111,7 +111,8 @@ func nonNil(s []string) []string {
 const NoWebhook = "globalconfig serves no admission webhook here (run with --webhook-addr): a bad edit is saved, and only found when the controller reads it"
 
 // reportAdmission puts into st whether the admission webhook guards cm,
-// and records a Warning Event each time the reason it does not changes.
+// and records a Warning Event each time the reason it does not changes
+// (not again after a restart: the status written before says it).
 func (c *Controller) reportAdmission(ctx context.Context, cm *corev1.ConfigMap, st *status.Status) {
 	a := status.Admission{Reason: NoWebhook}
 	if c.cfg.Admission != nil {
@@ -122,6 +123,10 @@ func (c *Controller) reportAdmission(ctx context.Context, cm *corev1.ConfigMap, 
 	if a.Guarded {
 		c.st.admissionWarned = ""
 		return
+	}
+	if prev := c.st.status; c.st.admissionWarned == "" && prev != nil && prev.Admission != nil && !prev.Admission.Guarded {
+		// Announced by an earlier term (or replica): its status says so.
+		c.st.admissionWarned = prev.Admission.Reason
 	}
 	if a.Reason != c.st.admissionWarned {
 		c.st.admissionWarned = a.Reason

@@ -562,3 +562,21 @@ func TestSyncReportsAdmission(t *testing.T) {
 		t.Errorf("no webhook: admission %+v", s.Admission)
 	}
 }
+
+// A new term whose status already says admission is not guarding, for the
+// same reason, announces nothing: a restart writes nothing.
+func TestRestartDoesNotAnnounceAdmissionAgain(t *testing.T) {
+	notGuarded := func(context.Context, *corev1.ConfigMap) status.Admission { return status.Admission{Reason: "no webhook"} }
+	f := newFixture(t, Config{Admission: notGuarded})
+	f.putConfig(docV1)
+	f.mustSync()
+	f.deliver()
+	if n := len(f.events()); n != 2 { // Applied, AdmissionNotGuarding
+		t.Fatalf("%d events at the first sync", n)
+	}
+	f.ctrl.st = state{} // a new term
+	f.mustSync()
+	if events := f.events(); len(events) != 0 {
+		t.Errorf("a restart announced again: %q", events)
+	}
+}
