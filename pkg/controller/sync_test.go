@@ -566,7 +566,9 @@ func TestSyncReportsAdmission(t *testing.T) {
 // A new term whose status already says admission is not guarding, for the
 // same reason, announces nothing: a restart writes nothing.
 func TestRestartDoesNotAnnounceAdmissionAgain(t *testing.T) {
-	notGuarded := func(context.Context, *corev1.ConfigMap) status.Admission { return status.Admission{Reason: "no webhook"} }
+	notGuarded := func(context.Context, *corev1.ConfigMap) status.Admission {
+		return status.Admission{Reason: "no webhook"}
+	}
 	f := newFixture(t, Config{Admission: notGuarded})
 	f.putConfig(docV1)
 	f.mustSync()
