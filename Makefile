@@ -92,7 +92,8 @@ bench: tools
 	GLOBALCONFIG_BENCH_ENVOY_REPORT=$(CURDIR)/docs/benchmarks-envoy.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/proxy/
 
 fuzz:
-	$(GO) test ./pkg/document -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/document -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/document -run '^$$' -fuzz '^FuzzSections$$' -fuzztime $(FUZZTIME)
 
 # Rewrite golden outputs after an intended change; review the diff.
 # It also composes deploy/examples/global-config.yaml and docs/reference.md's

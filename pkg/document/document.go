@@ -96,6 +96,8 @@ type Parser struct {
 	mu    sync.Mutex
 	last  map[string]cachedSection // by item name
 	fleet []envoyfilter.Version
+	// sections are the last document's parsed top-level sections.
+	sections parsedSections
 }
 
 // cachedSection is a decoded section and the hash of the YAML it came from.
@@ -123,14 +125,19 @@ func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 	if len(data) > MaxSize {
 		return nil, &Error{Problems: []*fielderr.Error{{Msg: fmt.Sprintf("document is %d bytes; at most %d are allowed", len(data), MaxSize)}}}
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &Error{Problems: []*fielderr.Error{syntaxError(err, lineOffset)}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	root, sections, ok := parseSections(data, p.sections)
+	if ok {
+		p.sections = sections
+	} else {
+		root = &yaml.Node{}
+		if err := yaml.Unmarshal(data, root); err != nil {
+			return nil, &Error{Problems: []*fielderr.Error{syntaxError(err, lineOffset)}}
+		}
 	}
 	d := newDecoder()
 	d.fleet = p.fleet
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	d.cache = p.last
 	doc := &Document{Target: envoyfilter.DefaultTarget()}
 	doc.Target.IstioVersions = p.fleet

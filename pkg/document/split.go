@@ -1,0 +1,123 @@
+package document
+
+import (
+	"bytes"
+	"regexp"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// An edit of one item changes one top-level section of the document, yet
+// parsing the whole YAML is most of what a render costs. So the Parser
+// parses a document of plain top-level keys section by section, and reuses
+// the parsed tree of every section whose text is unchanged since the last
+// document. Anything less plain, or any section that does not parse on
+// its own, is parsed whole, as before: the result is the same tree.
+
+// topKey is a line that starts a top-level section: a plain key, then ':'
+// and a space or the end of the line.
+var topKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*:(?: |$)`)
+
+// section is one top-level section's text and its first line (1-based).
+type section struct {
+	text []byte
+	line int
+}
+
+// splitSections splits data into its top-level sections, or says no
+// when data is not a plain block mapping of plain keys: every line is
+// blank, a comment, indented, or a section's key line.
+func splitSections(data []byte) ([]section, bool) {
+	if bytes.ContainsAny(data, "\r\t") || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return nil, false
+	}
+	var out []section
+	start, startLine := -1, 0
+	line := 0
+	for off := 0; off < len(data); {
+		end := bytes.IndexByte(data[off:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = off + end + 1
+		}
+		line++
+		l := bytes.TrimSuffix(data[off:next], []byte("\n"))
+		switch {
+		case len(bytes.TrimSpace(l)) == 0, l[0] == ' ', l[0] == '#':
+			if start < 0 && len(bytes.TrimSpace(l)) > 0 && l[0] == ' ' {
+				return nil, false // indented content before any key
+			}
+		case topKey.Match(l):
+			if start >= 0 {
+				out = append(out, section{text: data[start:off], line: startLine})
+			}
+			start, startLine = off, line
+		default:
+			return nil, false
+		}
+		off = next
+	}
+	if start < 0 {
+		return nil, false
+	}
+	return append(out, section{text: data[start:], line: startLine}), true
+}
+
+// parsedSections caches the last document's sections: text → the key and
+// value nodes, parsed at line 1.
+type parsedSections map[string][2]*yaml.Node
+
+// parseSections parses data section by section, reusing the sections of
+// last; ok is false when data must be parsed whole. The returned cache
+// holds data's sections.
+func parseSections(data []byte, last parsedSections) (*yaml.Node, parsedSections, bool) {
+	secs, ok := splitSections(data)
+	if !ok {
+		return nil, nil, false
+	}
+	next := make(parsedSections, len(secs))
+	mapping := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: secs[0].line, Column: 1}
+	for _, s := range secs {
+		pair, ok := last[string(s.text)]
+		if !ok {
+			var n yaml.Node
+			if err := yaml.Unmarshal(s.text, &n); err != nil || n.Kind != yaml.DocumentNode || len(n.Content) != 1 ||
+				n.Content[0].Kind != yaml.MappingNode || len(n.Content[0].Content) != 2 || !plain(&n) {
+				return nil, nil, false
+			}
+			pair = [2]*yaml.Node{n.Content[0].Content[0], n.Content[0].Content[1]}
+		}
+		next[string(s.text)] = pair
+		mapping.Content = append(mapping.Content, shifted(pair[0], s.line-1), shifted(pair[1], s.line-1))
+	}
+	return &yaml.Node{Kind: yaml.DocumentNode, Line: mapping.Line, Column: 1, Content: []*yaml.Node{mapping}}, next, true
+}
+
+// plain reports whether the tree n has no anchor and no alias: the
+// document with anchors is parsed whole, so that an alias resolves
+// across sections and its node stays shared.
+func plain(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		return false
+	}
+	for _, c := range n.Content {
+		if !plain(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// shifted is a copy of the tree n (plain) with its lines moved down by
+// lines: the cached tree is never changed.
+func shifted(n *yaml.Node, lines int) *yaml.Node {
+	c := *n
+	c.Line += lines
+	if len(n.Content) > 0 {
+		c.Content = make([]*yaml.Node, len(n.Content))
+		for i, child := range n.Content {
+			c.Content[i] = shifted(child, lines)
+		}
+	}
+	return &c
+}
