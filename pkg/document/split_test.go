@@ -97,9 +97,9 @@ func TestSectionsParseAsWhole(t *testing.T) {
 	checkSections(t, "every golden input, two lines added", []byte(longer), cache)
 
 	for _, tricky := range []string{
-		"gzip: &a {chunkSize: 4096}\nbrotli: *a\n",  // an alias across sections
-		"{gzip: {}}\n",                              // a flow mapping at the top
-		"---\ngzip: {}\n",                           // a document marker
+		"gzip: &a {chunkSize: 4096}\nbrotli: *a\n", // an alias across sections
+		"{gzip: {}}\n",    // a flow mapping at the top
+		"---\ngzip: {}\n", // a document marker
 		"gzip: {chunkSize: 4096,\nwindowBits: 9}\n", // a flow mapping over a line that looks like a key
 		"key: \"abc\ndef: ghi\"\n",                  // a quoted scalar over such a line
 		"gzip: {}\r\nbrotli: {}\r\n",                // CRLF
