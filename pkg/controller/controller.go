@@ -65,6 +65,9 @@ type Config struct {
 	// RootNamespace is Istio's root namespace: an EnvoyFilter there
 	// reaches every proxy.
 	RootNamespace string
+	// Now is the controller's clock (time.Now when nil): the bake time of
+	// a canary phase is measured on it alone.
+	Now func() time.Time
 }
 
 // The sinks Config.Sink names.

@@ -15,6 +15,7 @@ type Metrics struct {
 	APIWrites         *prometheus.CounterVec
 	Leader            prometheus.Gauge
 	RolloutProxies    *prometheus.GaugeVec
+	Rollouts          *prometheus.CounterVec
 	IstiodUnreachable prometheus.Gauge
 }
 
@@ -58,12 +59,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "globalconfig_rollout_proxies",
 			Help: "Proxies the current EnvoyFilter set reaches, by rollout state: Synced, Pending, Stale, NACKed.",
 		}, []string{"state"}),
+		Rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "globalconfig_canary_rollouts_total",
+			Help: "Canary rollouts by phase reached: Canary (started), Promoted, RolledBack.",
+		}, []string{"phase"}),
 		IstiodUnreachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "globalconfig_rollout_istiod_unreachable",
 			Help: "istiod instances whose sync status could not be read at the last poll.",
 		}),
 	}
 	reg.MustRegister(m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
-		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader, m.RolloutProxies, m.IstiodUnreachable)
+		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader, m.RolloutProxies, m.Rollouts, m.IstiodUnreachable)
 	return m
 }

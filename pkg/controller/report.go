@@ -71,6 +71,19 @@ func (c *Controller) statusOf(d decide.Decision) *status.Status {
 		st.Errors = status.Problems(d.Problems, c.scrub)
 		st.Message = "the document was rejected; the last good EnvoyFilters are kept"
 	}
+	if r := c.st.canary.record; r != nil {
+		st.Canary = r
+		switch d.Source {
+		case decide.Canary:
+			st.State = status.Canary
+			st.Message = fmt.Sprintf("the change (%s) reaches the proxies labelled %s=true only, until the bake time %s is over",
+				strings.Join(r.Items, ", "), r.Label, r.BakeTime)
+		case decide.RolledBack:
+			st.State = status.RolledBack
+			st.Message = "the change was rolled back on every proxy; the document is rejected until it changes"
+			st.Errors = []status.Problem{{Message: c.scrub("rolled back: " + r.Message)}}
+		}
+	}
 	if a := c.st.applied; a != nil {
 		st.Applied = c.appliedSet(a)
 	} else if prev := c.st.status; prev != nil {

@@ -37,7 +37,7 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 	hash := st.Applied.Hash
 	if hash != t.Version() {
 		t.Track(rollout.Generation{Version: hash, Since: st.Applied.Time, Scope: rollout.ScopeOf(c.st.applied.Set, c.cfg.RootNamespace),
-			Contents: rollout.ContentsOf(c.st.applied.Set)})
+			Contents: rollout.ContentsOf(c.st.applied.Set), Label: c.canaryLabel()})
 	}
 	r := t.Status()
 	if r == nil || r.Version != hash {

@@ -53,6 +53,8 @@ type state struct {
 	// document; lastGoodHash is the set hash of the stored one.
 	lastGoodRead bool
 	lastGoodHash string
+	// canary is the rollout's state (canary.go).
+	canary canaryState
 }
 
 // Sync reads the ConfigMap, decides the desired EnvoyFilters, converges
@@ -92,6 +94,11 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 			return ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
 		}
 	}
+	if !missing {
+		if in.Rollout, err = c.rolloutInput(ctx, cm); err != nil {
+			return err
+		}
+	}
 	d, err := decide.Decide(c.renderer, in)
 	if err != nil {
 		return err
@@ -105,8 +112,12 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	// An invalid document with nothing to keep delivers nothing: the live
 	// EnvoyFilters are the last good state.
 	writes, err := decide.Deliver(ctx, c.sink, d)
-	if err == nil && (d.Source == decide.Document || d.Source == decide.LastGood || d.Source == decide.Pruned) {
+	switch {
+	case err != nil:
+	case d.Source == decide.Document || d.Source == decide.LastGood || d.Source == decide.Pruned ||
+		d.Source == decide.Canary || d.Source == decide.RolledBack:
 		c.st.applied = &d
+		c.afterStep(cm, d)
 	}
 	if len(writes) > 0 && result != "invalid" {
 		result = "applied"
@@ -117,8 +128,10 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	if rerr := c.report(ctx, cm, d, writes, err); rerr != nil {
 		return rerr
 	}
-	// After the status: the copy is for the next start.
-	if d.Source == decide.Document {
+	// After the status: the copy is for the next start. During a canary
+	// phase the copy stays the stable document: it is what a restart rolls
+	// back to.
+	if d.Source == decide.Document && (d.Rollout == nil || d.Rollout.Promote) {
 		if err := c.storeLastGood(ctx, cm, d.Set); err != nil {
 			c.log.Warn("last good document not stored", "err", c.scrub(err.Error()))
 		}

@@ -10,9 +10,14 @@ package decide
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/canary"
+	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
@@ -34,6 +39,12 @@ const (
 	// Empty: the ConfigMap is gone, nothing is stored, and the sink holds
 	// nothing yet (Input.Fresh): an empty set, so istiod can start.
 	Empty Source = "empty"
+	// Canary: the document is valid and its policy asks for canaries;
+	// the set is the canary phase's (canary.Split).
+	Canary Source = "canary"
+	// RolledBack: the document is valid, but its change was rolled back;
+	// the set is the one before it.
+	RolledBack Source = "rolledBack"
 	// None: nothing to deliver; sinks keep what they have.
 	None Source = ""
 )
@@ -63,6 +74,25 @@ type Input struct {
 	// EnvoyFilters outlive the process. A fresh sink is given an empty set
 	// for a missing ConfigMap when nothing better is stored.
 	Fresh bool
+	// Rollout, when set, applies a valid document's rollout policy: the
+	// canary step (canary.Step) decides what is delivered. Without it a
+	// valid document's set goes out directly.
+	Rollout *Rollout
+}
+
+// Rollout is what the canary step needs besides the document.
+type Rollout struct {
+	// Stable is the set every proxy had before the change: the last
+	// promoted one; nil when none is known.
+	Stable *canary.Set
+	// Record is the current rollout (nil for none); Verdict istiod's word
+	// on its canary set; Baked whether its bake time has passed; Action
+	// an operator's request for it.
+	Record  *canary.Record
+	Verdict canary.Verdict
+	Baked   bool
+	Action  canary.Action
+	Now     time.Time
 }
 
 // Decision is what every sink is to deliver, and what to report.
@@ -79,6 +109,14 @@ type Decision struct {
 	Warnings []*fielderr.Error
 	// Secrets are the document's secret values, to scrub from messages.
 	Secrets []string
+	// Candidate is a valid document's own set, which Set differs from
+	// during a canary phase and after a roll back; Document is the
+	// document's hash (DocumentHash).
+	Candidate []*envoyfilter.Object
+	Document  string
+	// Rollout is the canary step's result for a valid document, when
+	// Input.Rollout asked for one.
+	Rollout *canary.Output
 }
 
 // Deliver reports whether the decision asks the sinks for a set (maybe
@@ -113,8 +151,12 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 		if in.Applied != nil {
 			before = in.Applied.Keys
 		}
-		return Decision{Source: Document, Set: res.Objects, Keys: res.Keys, Diff: render.Compare(before, res.Keys),
-			Warnings: res.Warnings, Secrets: res.Secrets}, nil
+		d := Decision{Source: Document, Set: res.Objects, Keys: res.Keys, Diff: render.Compare(before, res.Keys),
+			Warnings: res.Warnings, Secrets: res.Secrets, Candidate: res.Objects, Document: DocumentHash(in.Data)}
+		if in.Rollout != nil {
+			return step(d, res.Rollout, in.Rollout)
+		}
+		return d, nil
 	}
 	d := Decision{Problems: res.Problems, Secrets: res.Secrets}
 	if in.Applied != nil {
@@ -122,6 +164,35 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 		return d, nil
 	}
 	return lastGood(r, in, d)
+}
+
+// step hands a valid document's decision d to the canary step.
+func step(d Decision, policy canary.Policy, ro *Rollout) (Decision, error) {
+	out, err := canary.Step(canary.Input{
+		Policy: policy, Document: d.Document, Candidate: canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)},
+		Stable: ro.Stable, Record: ro.Record, Verdict: ro.Verdict, Baked: ro.Baked, Action: ro.Action, Now: ro.Now,
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Rollout = &out
+	switch {
+	case out.Hold:
+		d.Source, d.Set = None, nil
+	case out.Record != nil && out.Record.Phase == canary.InCanary:
+		d.Source, d.Set = Canary, out.Deliver
+	case out.Record != nil && out.Record.Phase == canary.RolledBack:
+		d.Source, d.Set = RolledBack, out.Deliver
+	default:
+		d.Set = out.Deliver
+	}
+	return d, nil
+}
+
+// DocumentHash names the document in data: a hash of its text.
+func DocumentHash(data map[string]string) string {
+	sum := sha256.Sum256([]byte(data[document.DataKey]))
+	return hex.EncodeToString(sum[:8])
 }
 
 // lastGood is d delivering the stored last good document's set, or d

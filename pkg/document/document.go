@@ -21,6 +21,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 )
 
 // TargetKey is the document-level (and per-item) key of the target section.
@@ -33,6 +34,8 @@ const MaxSize = 1 << 20
 type Document struct {
 	// Target is the document-level target, defaults filled in.
 	Target envoyfilter.Target
+	// Rollout is the rollout policy (zero: Direct).
+	Rollout canary.Policy
 	// Sections are the items present in the document (null sections are
 	// absent), sorted by name. Disabled items are included.
 	Sections []Section
@@ -180,7 +183,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		d.fail(n, "", "the document must be a mapping of item names, got %s", describe(n))
 		return
 	}
-	known := []string{TargetKey}
+	known := []string{TargetKey, canary.Key}
 	aliases := map[string]items.Registration{}
 	for _, r := range items.All() {
 		known = append(known, r.Name)
@@ -204,6 +207,11 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 			if d.fleet != nil {
 				doc.Target.IstioVersions = d.fleet
 			}
+			return
+		}
+		if key == canary.Key {
+			d.decode(vn, reflect.ValueOf(&doc.Rollout).Elem(), canary.Key)
+			d.addValidation(canary.Key, doc.Rollout.Validate())
 			return
 		}
 		if reg, ok := aliases[key]; ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/globalconfig/globalconfig/items/gzip"
 	"github.com/globalconfig/globalconfig/items/headers"
 	"github.com/globalconfig/globalconfig/items/tracing"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
@@ -357,7 +358,7 @@ func FuzzParse(f *testing.F) {
 // topLevelKeys is every key the document knows at its top, sorted: the
 // items, their Higress top-level keys and target.
 func topLevelKeys() []string {
-	keys := []string{document.TargetKey}
+	keys := []string{document.TargetKey, canary.Key}
 	for _, r := range items.All() {
 		keys = append(keys, r.Name)
 		for top := range r.TopLevel {

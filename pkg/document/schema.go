@@ -8,6 +8,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 )
 
 // Schema is a JSON Schema (draft 2020-12) node.
@@ -43,6 +44,9 @@ func JSONSchema() *Schema {
 	target := schemaOf(reflect.TypeFor[envoyfilter.Target](), reflect.Value{})
 	target.Description = "Where the generated EnvoyFilters apply; an item's own target overrides it field by field."
 	root.Properties[TargetKey] = target
+	policy := schemaOf(reflect.TypeFor[canary.Policy](), reflect.Value{})
+	policy.Description = "How a change reaches the fleet: at once (Direct), or canary proxies first (Canary). See docs/rollout.md."
+	root.Properties[canary.Key] = policy
 	for _, r := range items.All() {
 		def := r.NewItem()
 		s := schemaOf(reflect.TypeOf(def).Elem(), reflect.ValueOf(def).Elem())

@@ -21,6 +21,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
@@ -63,6 +64,8 @@ type Result struct {
 	// Warnings are what the items say about a valid document
 	// (items.Warner), each with its path and line.
 	Warnings []*fielderr.Error
+	// Rollout is the document's rollout policy.
+	Rollout canary.Policy
 }
 
 // Valid reports whether the document was valid.
@@ -84,7 +87,7 @@ func (m *Renderer) FromConfigMap(data map[string]string) Result {
 // Build builds the desired set of a parsed document. A build or check
 // failure of any item fails the whole set: nothing is published half-done.
 func (m *Renderer) Build(doc *document.Document) Result {
-	res := Result{Keys: SectionKeys(doc), Warnings: doc.Warnings()}
+	res := Result{Keys: SectionKeys(doc), Warnings: doc.Warnings(), Rollout: doc.Rollout}
 	var errs fielderr.List
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -66,7 +66,22 @@ type Status struct {
 	// MaxListed; Unlisted counts the rest.
 	Proxies  []Proxy `json:"proxies,omitempty"`
 	Unlisted int     `json:"unlisted,omitempty"`
+	// Canaries are the proxies labelled as canaries, and Unlabelled the
+	// names of the proxies without the canary label, while a canary set
+	// is tracked (Generation.Label); at most MaxListed each.
+	Canaries   []Proxy  `json:"canaries,omitempty"`
+	Unlabelled []string `json:"unlabelled,omitempty"`
 }
+
+// Track is where a proxy stands in a canary phase.
+type Track string
+
+// The tracks.
+const (
+	TrackCanary     Track = "canary"
+	TrackStable     Track = "stable"
+	TrackUnlabelled Track = "unlabelled"
+)
 
 // Istiod is one istiod instance asked.
 type Istiod struct {
@@ -92,6 +107,8 @@ type Proxy struct {
 	Message string `json:"message,omitempty"`
 	// Sent is when istiod last sent the proxy listeners.
 	Sent *time.Time `json:"sent,omitempty"`
+	// Track is the proxy's canary label, while a canary set is tracked.
+	Track Track `json:"track,omitempty"`
 }
 
 // Count returns the count of state s.

@@ -125,6 +125,46 @@ func (c *Client) Syncz(ctx context.Context, base string) ([]ProxySync, error) {
 	return out, nil
 }
 
+// adsClient is the part of one entry of istiod's /debug/adsz that
+// rollout reads: the connection (node ID and a counter) and the proxy's
+// labels.
+type adsClient struct {
+	ConnectionID string `json:"connectionId"`
+	Metadata     struct {
+		Labels map[string]string `json:"LABELS"`
+	} `json:"metadata"`
+}
+
+// Labels returns the labels of every proxy connected to the istiod at
+// base (/debug/adsz), by Name (POD.NAMESPACE): the labels its
+// EnvoyFilters' workload selectors match.
+func (c *Client) Labels(ctx context.Context, base string) (map[string]map[string]string, error) {
+	body, err := c.get(ctx, base, "/debug/adsz")
+	if err != nil {
+		return nil, err
+	}
+	var ads struct {
+		Clients []adsClient `json:"clients"`
+	}
+	if err := json.Unmarshal(body, &ads); err != nil {
+		return nil, fmt.Errorf("decode /debug/adsz: %w", err)
+	}
+	out := make(map[string]map[string]string, len(ads.Clients))
+	for _, a := range ads.Clients {
+		// A connection ID is the node ID, "-" and a counter.
+		id := a.ConnectionID
+		if i := strings.LastIndexByte(id, '-'); i > 0 {
+			id = id[:i]
+		}
+		labels := a.Metadata.Labels
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		out[ProxySync{ProxyID: id}.Name()] = labels
+	}
+	return out, nil
+}
+
 // configObject is the part of one entry of istiod's /debug/configz that
 // rollout reads.
 type configObject struct {

@@ -38,6 +38,9 @@ type Generation struct {
 	// Contents are the set's EnvoyFilters, namespace/name → content hash
 	// (ContentsOf): what an istiod holds once it has loaded the set.
 	Contents map[string]string
+	// Label, when set, is the canary label: every proxy is sorted by it
+	// (Proxy.Track), with its labels read from istiod's /debug/adsz.
+	Label string
 }
 
 // ContentsOf is the Contents of the set objs.
@@ -249,6 +252,8 @@ type answer struct {
 	mark mark
 	// missing says, until the istiod holds the set, how its store differs.
 	missing string
+	// labels are the proxies' labels by name (Generation.Label only).
+	labels map[string]map[string]string
 }
 
 // ask asks every istiod at once.
@@ -280,6 +285,11 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 	a.proxies, a.err = t.Client.Syncz(ctx, ep)
 	if a.err != nil {
 		return a
+	}
+	if gen.Label != "" {
+		if a.labels, a.err = t.Client.Labels(ctx, ep); a.err != nil {
+			return a
+		}
 	}
 	top := maxSent(a.proxies)
 	if m.hiKnown && top < m.hi || m.loKnown && top < m.lo {
@@ -352,6 +362,12 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 		}
 	}
 	for _, p := range byID {
+		switch p.Track {
+		case TrackCanary:
+			st.Canaries = append(st.Canaries, p)
+		case TrackUnlabelled:
+			st.Unlabelled = append(st.Unlabelled, p.Name)
+		}
 		st.Selected++
 		switch p.State {
 		case NACKed:
@@ -368,6 +384,10 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 	slices.SortFunc(st.Proxies, func(a, b Proxy) int {
 		return cmp.Or(cmp.Compare(slices.Index(States, a.State), slices.Index(States, b.State)), cmp.Compare(a.Name, b.Name))
 	})
+	slices.SortFunc(st.Canaries, func(a, b Proxy) int { return cmp.Compare(a.Name, b.Name) })
+	slices.Sort(st.Unlabelled)
+	st.Canaries = st.Canaries[:min(len(st.Canaries), MaxListed)]
+	st.Unlabelled = st.Unlabelled[:min(len(st.Unlabelled), MaxListed)]
 	if len(st.Proxies) > MaxListed {
 		st.Unlisted = len(st.Proxies) - MaxListed
 		st.Proxies = st.Proxies[:MaxListed]
@@ -382,6 +402,16 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 // istiod's push counter and its store (see mark).
 func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p ProxySync) Proxy {
 	out := Proxy{Name: p.Name(), Type: p.Kind(), IstioVersion: p.IstioVersion, Istiod: a.address}
+	if gen.Label != "" {
+		switch a.labels[out.Name][gen.Label] {
+		case "true":
+			out.Track = TrackCanary
+		case "false":
+			out.Track = TrackStable
+		default:
+			out.Track = TrackUnlabelled
+		}
+	}
 	lds, hasLDS := p.Resources[ListenerType]
 	if hasLDS && !lds.SentTime.IsZero() {
 		sent := lds.SentTime.UTC()

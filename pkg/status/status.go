@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
@@ -46,6 +47,14 @@ const (
 	// ConfigMapDeleted: the global ConfigMap is gone; Message says what
 	// happened to the EnvoyFilters.
 	ConfigMapDeleted State = "ConfigMapDeleted"
+	// Canary: the document is valid and its change reaches the canary
+	// proxies only (canary.phase Canary).
+	Canary State = "Canary"
+	// RolledBack: the document's change was rolled back (a canary NACKed
+	// it, did not ACK it within the bake time, or an operator aborted
+	// it); every proxy has the previous set, and the document is rejected
+	// until it changes.
+	RolledBack State = "RolledBack"
 )
 
 // Status is the status object.
@@ -77,6 +86,9 @@ type Status struct {
 	// this set. RolloutSummary is its one line, or why there is none.
 	Rollout        *rollout.Status `json:"rollout,omitempty"`
 	RolloutSummary string          `json:"rolloutSummary,omitempty"`
+	// Canary is the last canary rollout (rollout.strategy Canary); nil
+	// when the last change went out directly.
+	Canary *canary.Record `json:"canary,omitempty"`
 }
 
 // Admission is whether the admission webhook guards the document.

@@ -1,0 +1,170 @@
+// Package canary is globalconfig's safe rollout: a changed item first
+// reaches only the canary proxies, a NACK (or silence) there rolls the
+// change back everywhere, and only a change the canaries took reaches the
+// rest of the fleet after the bake time.
+//
+// The mechanism is istiod's own EnvoyFilter scoping. An EnvoyFilter in the
+// root namespace applies to every proxy its workloadSelector matches, and
+// a selector can only require labels, never exclude them. So during a
+// canary phase every proxy the set reaches must carry the canary label:
+// "true" on the canaries, "false" on the others. A changed item is then
+// emitted twice: its previous EnvoyFilter with the selector
+// LABEL=false added (same name), and its new one with LABEL=true added
+// (name + "-canary"). An unchanged item is emitted once, as always. Each
+// proxy therefore gets exactly one version of every item, with the
+// priorities of the final set: the canaries exactly what the whole fleet
+// will get, the others exactly what they had.
+//
+// Everything here is pure: the controller reads the cluster and istiod,
+// calls Step, and delivers what it says.
+package canary
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/items"
+)
+
+// Key is the document's top-level key of the rollout policy.
+const Key = "rollout"
+
+// Strategy is how a change reaches the fleet.
+type Strategy string
+
+// The strategies.
+const (
+	// Direct: every change reaches every proxy at once (the default).
+	Direct Strategy = "Direct"
+	// Canary: a change reaches the canary proxies first.
+	Canary Strategy = "Canary"
+)
+
+// Values lists the accepted spellings (used by the decoder and the schema).
+func (Strategy) Values() []string { return []string{string(Direct), string(Canary)} }
+
+// Defaults and bounds of the policy.
+const (
+	DefaultLabel    = "globalconfig.io/canary"
+	DefaultBakeTime = time.Minute
+	MinBakeTime     = time.Second
+	// MaxBakeTime bounds how long one change may wait: an edit during a
+	// canary phase starts over, and a fleet should not wait longer than
+	// an operator watches.
+	MaxBakeTime = time.Hour
+)
+
+// Policy is the document's rollout section.
+type Policy struct {
+	Strategy    Strategy      `json:"strategy,omitempty" doc:"Direct (default): a change reaches every proxy at once. Canary: it reaches the canary proxies first, and the rest only after they took it."`
+	CanaryLabel string        `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary)."`
+	CanaryAcks  Acks          `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
+	BakeTime    items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
+}
+
+// Enabled reports whether p asks for canaries.
+func (p Policy) Enabled() bool { return p.Strategy == Canary }
+
+// Label is the canary label, its default filled in.
+func (p Policy) Label() string {
+	if p.CanaryLabel == "" {
+		return DefaultLabel
+	}
+	return p.CanaryLabel
+}
+
+// Bake is the bake time, its default filled in.
+func (p Policy) Bake() time.Duration {
+	if p.BakeTime.Duration == 0 {
+		return DefaultBakeTime
+	}
+	return p.BakeTime.Duration
+}
+
+// Validate returns every problem of p, with paths relative to the section.
+func (p Policy) Validate() error {
+	var errs fielderr.List
+	if p.CanaryLabel != "" {
+		for _, msg := range validation.IsQualifiedName(p.CanaryLabel) {
+			errs.Addf("canaryLabel", "invalid label key: %s", msg)
+		}
+	}
+	if d := p.BakeTime.Duration; d != 0 && (d < MinBakeTime || d > MaxBakeTime) {
+		errs.Addf("bakeTime", "must be between %s and %s, got %s", MinBakeTime, MaxBakeTime, d)
+	}
+	if !p.Enabled() && (p.CanaryLabel != "" || p.CanaryAcks != (Acks{}) || p.BakeTime.Duration != 0) {
+		errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks and bakeTime do nothing; set strategy: Canary or remove them", Direct)
+	}
+	return errs.Err()
+}
+
+// Acks is how many canary proxies must ACK: a count, or a percentage of
+// the canaries. The zero value is 100%.
+type Acks struct {
+	Count   int
+	Percent int
+}
+
+// MaxCount bounds a count of canaries.
+const MaxCount = 10000
+
+// DecodeScalar implements the document decoder's scalar hook.
+func (a *Acks) DecodeScalar(tag, value string) error {
+	switch tag {
+	case "!!int":
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 1 || n > MaxCount {
+			return fmt.Errorf("must be a count between 1 and %d or a percentage such as \"50%%\", got %s", MaxCount, value)
+		}
+		*a = Acks{Count: n}
+		return nil
+	case "!!str":
+		num, ok := strings.CutSuffix(value, "%")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || n < 1 || n > 100 {
+			return fmt.Errorf("must be a percentage between \"1%%\" and \"100%%\" or a count, got %q", value)
+		}
+		*a = Acks{Percent: n}
+		return nil
+	}
+	return fmt.Errorf("expected a count or a percentage, got %s", items.DescribeTag(tag))
+}
+
+// SchemaTypes implements the schema hook.
+func (Acks) SchemaTypes() []string { return []string{"integer", "string"} }
+
+func init() {
+	items.DeclareLimits[Acks](items.Limits{Minimum: ptr(1), Maximum: ptr(MaxCount), Pattern: `^([1-9]|[1-9][0-9]|100)%$`})
+}
+
+func ptr(f float64) *float64 { return &f }
+
+// String writes a as the document does.
+func (a Acks) String() string {
+	switch {
+	case a.Count > 0:
+		return strconv.Itoa(a.Count)
+	case a.Percent > 0:
+		return strconv.Itoa(a.Percent) + "%"
+	}
+	return "100%"
+}
+
+// MarshalJSON writes a as the document does (a section key hashes it).
+func (a Acks) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(a.String())), nil }
+
+// Needed is how many of n canaries must ACK: at least one.
+func (a Acks) Needed(n int) int {
+	switch {
+	case a.Count > 0:
+		return a.Count
+	case a.Percent > 0:
+		return max(1, (n*a.Percent+99)/100)
+	}
+	return max(1, n)
+}

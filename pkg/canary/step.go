@@ -1,0 +1,259 @@
+package canary
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+)
+
+// Phase is where a rollout stands.
+type Phase string
+
+// The phases.
+const (
+	// InCanary: the change reaches the canary proxies only.
+	InCanary Phase = "Canary"
+	// Promoted: the canaries took the change; it reaches every proxy.
+	Promoted Phase = "Promoted"
+	// RolledBack: a canary NACKed the change, or did not ACK it within
+	// the bake time, or an operator aborted it: every proxy has the
+	// previous set again, and the document is rejected until it changes.
+	RolledBack Phase = "RolledBack"
+)
+
+// Record is one rollout: the status's "canary" object, read back after a
+// restart.
+type Record struct {
+	Phase Phase `json:"phase"`
+	// Document is the hash of the document rolled out (DocumentHash).
+	Document string `json:"document"`
+	// From is the hash of the set every proxy had before (the stable
+	// set), To the hash of the document's set.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Items are the items the change adds, changes or removes.
+	Items []string `json:"items"`
+	// Label is the canary label, Needed how many canaries must ACK,
+	// BakeTime the bake time.
+	Label    string `json:"label"`
+	Needed   string `json:"needed"`
+	BakeTime string `json:"bakeTime"`
+	// Started is when the canary phase began; Ended when it was promoted
+	// or rolled back. Shown, never compared with another clock.
+	Started time.Time  `json:"started"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	// Message says why the rollout ended as it did, naming the proxy and
+	// quoting Envoy on a NACK.
+	Message string `json:"message,omitempty"`
+	// By is "operator" when `globalconfig rollout promote` or `abort`
+	// ended it.
+	By string `json:"by,omitempty"`
+	// Canaries are the canary proxies and their answers, as last seen.
+	Canaries []Answer `json:"canaries,omitempty"`
+}
+
+// Answer is one canary proxy's answer to the canary set.
+type Answer struct {
+	Name string `json:"name"`
+	// State is the rollout state: Synced, Pending, Stale or NACKed.
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
+}
+
+// The states of an Answer that decide.
+const (
+	StateSynced = "Synced"
+	StateNACKed = "NACKed"
+)
+
+// Set is a set of EnvoyFilters with its hash.
+type Set struct {
+	Objects []*envoyfilter.Object
+	Hash    string
+}
+
+// Verdict is what istiod says of the canary set: the canary proxies'
+// answers and the proxies the set reaches that carry no canary label.
+// Known is false until istiod answered for the canary set.
+type Verdict struct {
+	Known      bool
+	Canaries   []Answer
+	Unlabelled []string
+}
+
+// Action is an operator's request for one rollout.
+type Action string
+
+// The actions.
+const (
+	ActionPromote Action = "promote"
+	ActionAbort   Action = "abort"
+)
+
+// Input is what one step is decided from.
+type Input struct {
+	Policy Policy
+	// Document is the hash of the document's text; Candidate its set.
+	Document  string
+	Candidate Set
+	// Stable is the set every proxy had before the change (the last
+	// promoted one); nil when none is known (nothing applied yet).
+	Stable *Set
+	// Record is the current rollout, nil when there is none.
+	Record *Record
+	// Verdict is istiod's word on the canary set of Record.
+	Verdict Verdict
+	// Baked says the bake time has passed since this process delivered
+	// the canary set (on this process's clock).
+	Baked bool
+	// Action is an operator's request for Record's document, "" for none.
+	Action Action
+	// Now stamps Started and Ended.
+	Now time.Time
+}
+
+// Output is what to deliver, and the rollout record to keep.
+type Output struct {
+	// Deliver is the set every sink is to hold.
+	Deliver []*envoyfilter.Object
+	// Record is the rollout (nil when the change went out directly).
+	Record *Record
+	// Promote says the document's set is now the stable set: store the
+	// document as the last good one.
+	Promote bool
+	// Hold says to deliver nothing and keep what the sinks hold: the
+	// document was rolled back and the set before it is not known here.
+	Hold bool
+	// Started and Ended say the step began or ended a canary phase.
+	Started, Ended bool
+}
+
+// Step decides one sync of a valid document: go direct, start or continue
+// a canary phase, promote, or roll back.
+func Step(in Input) (Output, error) {
+	r := in.Record
+	if r != nil && r.Document == in.Document && r.To == in.Candidate.Hash {
+		switch r.Phase {
+		case RolledBack:
+			// The document stays rejected until it changes.
+			if in.Stable == nil {
+				return Output{Record: r, Hold: true}, nil
+			}
+			return Output{Deliver: in.Stable.Objects, Record: r}, nil
+		case Promoted:
+			return Output{Deliver: in.Candidate.Objects, Record: r, Promote: true}, nil
+		case InCanary:
+			if in.Stable == nil || in.Stable.Hash != r.From {
+				// The stable set is not the one this phase started from
+				// (lost after a restart): the phase can't be resumed
+				// exactly; start it again.
+				break
+			}
+			return judge(in)
+		}
+	}
+	changed := in.Stable == nil || in.Stable.Hash != in.Candidate.Hash
+	if !in.Policy.Enabled() || in.Stable == nil || !changed {
+		// Direct: no policy, nothing to protect, or nothing changed.
+		return Output{Deliver: in.Candidate.Objects, Record: keep(r, in), Promote: true}, nil
+	}
+	split, err := Split(in.Stable.Objects, in.Candidate.Objects, in.Policy.Label())
+	if err != nil {
+		return Output{}, err
+	}
+	rec := &Record{
+		Phase: InCanary, Document: in.Document, From: in.Stable.Hash, To: in.Candidate.Hash,
+		Items: Changed(in.Stable.Objects, in.Candidate.Objects), Label: in.Policy.Label(),
+		Needed: in.Policy.CanaryAcks.String(), BakeTime: in.Policy.Bake().String(), Started: in.Now.UTC(),
+	}
+	return Output{Deliver: split, Record: rec, Started: true}, nil
+}
+
+// keep is the record to show after a direct rollout: the previous one when
+// it is about this very set (a resync), none otherwise.
+func keep(r *Record, in Input) *Record {
+	if r != nil && r.To == in.Candidate.Hash && r.Phase == Promoted {
+		return r
+	}
+	return nil
+}
+
+// judge continues a canary phase: roll back on a NACK, an unlabelled
+// proxy or an operator's abort; promote on an operator's promote or, after
+// the bake time, when enough canaries ACKed; else keep the canary set.
+func judge(in Input) (Output, error) {
+	r := *in.Record
+	if in.Verdict.Known {
+		r.Canaries = in.Verdict.Canaries
+	}
+	split, err := Split(in.Stable.Objects, in.Candidate.Objects, r.Label)
+	if err != nil {
+		return Output{}, err
+	}
+	synced := 0
+	var nacked []Answer
+	for _, a := range r.Canaries {
+		switch a.State {
+		case StateSynced:
+			synced++
+		case StateNACKed:
+			nacked = append(nacked, a)
+		}
+	}
+	needed := in.Policy.CanaryAcks.Needed(len(r.Canaries))
+	end := func(p Phase, by, format string, args ...any) (Output, error) {
+		r.Phase, r.By, r.Message = p, by, fmt.Sprintf(format, args...)
+		t := in.Now.UTC()
+		r.Ended = &t
+		if p == Promoted {
+			return Output{Deliver: in.Candidate.Objects, Record: &r, Promote: true, Ended: true}, nil
+		}
+		return Output{Deliver: in.Stable.Objects, Record: &r, Ended: true}, nil
+	}
+	switch {
+	case in.Action == ActionAbort:
+		return end(RolledBack, "operator", "aborted by an operator (globalconfig rollout abort)")
+	case in.Action == ActionPromote:
+		return end(Promoted, "operator", "promoted by an operator (globalconfig rollout promote) with %d of %d canaries synced", synced, len(r.Canaries))
+	case len(nacked) > 0:
+		return end(RolledBack, "", "canary %s rejected the change: %s", nacked[0].Name, nacked[0].Message)
+	case in.Verdict.Known && len(in.Verdict.Unlabelled) > 0:
+		return end(RolledBack, "", "%s no %s label, so %s would have lost %s during the canary phase; label every proxy %s=true or =false",
+			proxies(in.Verdict.Unlabelled), r.Label, them(len(in.Verdict.Unlabelled)), strings.Join(r.Items, ", "), r.Label)
+	case !in.Baked:
+		return Output{Deliver: split, Record: &r}, nil
+	case len(r.Canaries) == 0:
+		return end(RolledBack, "", "no proxy labelled %s=true answered within the bake time %s", r.Label, r.BakeTime)
+	case synced < needed:
+		var silent []string
+		for _, a := range r.Canaries {
+			if a.State != StateSynced {
+				silent = append(silent, a.Name)
+			}
+		}
+		return end(RolledBack, "", "%d of %d canaries ACKed within the bake time %s, %d needed; not ACKed: %s", synced, len(r.Canaries), r.BakeTime, needed, strings.Join(silent, ", "))
+	}
+	return end(Promoted, "", "%d of %d canaries ACKed within the bake time %s", synced, len(r.Canaries), r.BakeTime)
+}
+
+func proxies(names []string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	if len(names) > 5 {
+		names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
+	}
+	if len(names) == 1 {
+		return "proxy " + names[0] + " carries"
+	}
+	return "proxies " + strings.Join(names, ", ") + " carry"
+}
+
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "they"
+}

@@ -1,0 +1,165 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/globalconfig/globalconfig/pkg/canary"
+	"github.com/globalconfig/globalconfig/pkg/decide"
+	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
+)
+
+// AnnotationRolloutAction on the global ConfigMap is an operator's request
+// for the current canary rollout: "promote/DOCUMENT" or "abort/DOCUMENT",
+// DOCUMENT being the status's canary.document. Only whoever may edit the
+// global ConfigMap can set it; the controller's ServiceAccount only reads
+// that ConfigMap. `globalconfig rollout promote` and `abort` set it.
+const AnnotationRolloutAction = "globalconfig.io/rollout-action"
+
+// canaryState is what the worker keeps of the rollout in one term.
+type canaryState struct {
+	// stable is the set every proxy had before the current change: the
+	// last promoted (or directly delivered) one. It is the stored last
+	// good document's set at the start of a term, nil when none is
+	// stored. stableRead is set once the term looked.
+	stable     *canary.Set
+	stableRead bool
+	// record is the current rollout, from the status at the start of a
+	// term.
+	record *canary.Record
+	// deliveredAt is when this term first delivered the canary set of the
+	// rollout named key (document/to), on this process's clock: the bake
+	// time is measured on it alone, and starts again after a restart.
+	deliveredAt time.Time
+	key         string
+}
+
+// rolloutInput is the canary step's input for this sync: what the term
+// knows of the stable set and the rollout, istiod's verdict on the canary
+// set, the bake time and an operator's action.
+func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) (*decide.Rollout, error) {
+	cs := &c.st.canary
+	if !cs.stableRead {
+		data, err := ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
+		if err != nil {
+			return nil, err
+		}
+		if data != nil {
+			// A renderer of its own: rendering the old document must not
+			// evict the current one's built items from the shared cache.
+			if res := render.New().FromConfigMap(data); res.Valid() {
+				cs.stable = &canary.Set{Objects: res.Objects, Hash: render.SetHash(res.Objects)}
+			}
+		}
+		if c.st.status != nil {
+			cs.record = c.st.status.Canary
+		}
+		cs.stableRead = true
+	}
+	in := &decide.Rollout{Stable: cs.stable, Record: cs.record, Now: c.now()}
+	r := cs.record
+	if r == nil || r.Phase != canary.InCanary {
+		return in, nil
+	}
+	if key := r.Document + "/" + r.To; key == cs.key {
+		bake, err := time.ParseDuration(r.BakeTime)
+		in.Baked = err != nil || c.now().Sub(cs.deliveredAt) >= bake
+	}
+	if action, doc, ok := strings.Cut(cm.Annotations[AnnotationRolloutAction], "/"); ok && doc == r.Document {
+		in.Action = canary.Action(action)
+	}
+	in.Verdict = c.verdict()
+	return in, nil
+}
+
+// verdict is what the rollout tracker says of the set delivered last,
+// when that is the canary set.
+func (c *Controller) verdict() canary.Verdict {
+	t := c.cfg.Rollout
+	if t == nil || c.st.applied == nil {
+		return canary.Verdict{}
+	}
+	st := t.Status()
+	if st == nil || st.Version != render.SetHash(c.st.applied.Set) {
+		return canary.Verdict{}
+	}
+	v := canary.Verdict{Known: true, Unlabelled: st.Unlabelled}
+	for _, p := range st.Canaries {
+		v.Canaries = append(v.Canaries, canary.Answer{Name: p.Name, State: string(p.State), Message: c.scrub(p.Message)})
+	}
+	return v
+}
+
+// afterStep keeps what the canary step decided: the new record, the stable
+// set on promotion, the bake clock on a new canary set; and announces a
+// phase that began or ended.
+func (c *Controller) afterStep(cm *corev1.ConfigMap, d decide.Decision) {
+	out := d.Rollout
+	if out == nil {
+		return
+	}
+	cs := &c.st.canary
+	cs.record = out.Record
+	if out.Promote {
+		cs.stable = &canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)}
+	}
+	r := out.Record
+	if r == nil {
+		return
+	}
+	if r.Phase == canary.InCanary {
+		if key := r.Document + "/" + r.To; key != cs.key {
+			cs.key, cs.deliveredAt = key, c.now()
+		}
+		// Come back when the bake time is over, and meanwhile now and
+		// then for an operator's action.
+		bake, _ := time.ParseDuration(r.BakeTime)
+		c.enqueueAfter(min(bake-c.now().Sub(cs.deliveredAt)+10*time.Millisecond, canaryRecheck))
+	}
+	switch {
+	case out.Started:
+		c.metrics.Rollouts.WithLabelValues(string(canary.InCanary)).Inc()
+		c.event(cm, corev1.EventTypeNormal, "CanaryStarted", "%s reach the proxies labelled %s=true first; bake time %s, %s of them must ACK",
+			strings.Join(r.Items, ", "), r.Label, r.BakeTime, r.Needed)
+	case out.Ended && r.Phase == canary.Promoted:
+		c.metrics.Rollouts.WithLabelValues(string(canary.Promoted)).Inc()
+		c.event(cm, corev1.EventTypeNormal, "Promoted", "%s promoted to every proxy: %s", strings.Join(r.Items, ", "), r.Message)
+	case out.Ended && r.Phase == canary.RolledBack:
+		c.metrics.Rollouts.WithLabelValues(string(canary.RolledBack)).Inc()
+		c.event(cm, corev1.EventTypeWarning, "RolledBack", "%s rolled back on every proxy; the document is rejected until it changes: %s", strings.Join(r.Items, ", "), r.Message)
+	}
+}
+
+// canaryRecheck is how often a canary phase looks for an operator's
+// action when nothing else wakes it.
+const canaryRecheck = 2 * time.Second
+
+// enqueueAfter asks for a sync after d; it does nothing while not leading.
+func (c *Controller) enqueueAfter(d time.Duration) {
+	if q := c.queue.Load(); q != nil {
+		(*q).AddAfter(queueKey, max(d, 0))
+	}
+}
+
+// now is the controller's clock.
+func (c *Controller) now() time.Time {
+	if c.cfg.Now != nil {
+		return c.cfg.Now()
+	}
+	return time.Now()
+}
+
+// canaryLabel is the label the tracker sorts proxies by: the canary
+// label while a canary phase is on.
+func (c *Controller) canaryLabel() string {
+	if r := c.st.canary.record; r != nil && r.Phase == canary.InCanary && c.st.applied != nil && c.st.applied.Source == decide.Canary {
+		return r.Label
+	}
+	return ""
+}
+
+var _ = rollout.TrackCanary
