@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
@@ -28,8 +29,9 @@ func TestContext(t testing.TB, suite string, setupErr error) context.Context {
 }
 
 // RunController runs the controller binary bin, without leader election,
-// until t ends; then it removes the global ConfigMap, its status and the
-// EnvoyFilters it made, and logs the controller's output if t failed.
+// until t ends; then it removes the global ConfigMap, its status, its last
+// good copy and the EnvoyFilters it made, and logs the controller's output
+// if t failed.
 func (c *Cluster) RunController(t testing.TB, bin string, args ...string) *Controller {
 	t.Helper()
 	ctl, err := c.StartController(bin, "controller-"+strings.ReplaceAll(t.Name(), "/", "-"), append([]string{"--leader-elect=false"}, args...)...)
@@ -44,6 +46,7 @@ func (c *Cluster) RunController(t testing.TB, bin string, args ...string) *Contr
 		bg := context.Background()
 		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, ConfigMapName, metav1.DeleteOptions{})
 		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, status.ConfigMapName(ConfigMapName), metav1.DeleteOptions{})
+		_ = c.Admin.CoreV1().ConfigMaps(Namespace).Delete(bg, controller.LastGoodName(ConfigMapName), metav1.DeleteOptions{})
 		_ = c.Istio.NetworkingV1alpha3().EnvoyFilters(Namespace).DeleteCollection(bg, metav1.DeleteOptions{},
 			metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
 	})

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -178,10 +179,11 @@ func dashed(v string) string {
 	return string(out)
 }
 
-// labels are g's pod labels: an ingress gateway's, and its own name, which
-// its Gateway object selects.
+// labels are g's pod labels: an ingress gateway's, its own name, which
+// its Gateway object selects, and the canary label: the oldest Envoy is
+// the canary of canary rollouts (its Envoy is the one that refuses more).
 func (g *gw) labels() map[string]string {
-	l := map[string]string{"gateway": g.name}
+	l := map[string]string{"gateway": g.name, canary.DefaultLabel: strconv.FormatBool(g == oldest)}
 	for k, v := range gatewayLabels {
 		l[k] = v
 	}

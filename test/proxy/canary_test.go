@@ -1,0 +1,303 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	networking "istio.io/api/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/canary"
+	"github.com/globalconfig/globalconfig/pkg/cli"
+	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/decide"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/status"
+	"github.com/globalconfig/globalconfig/test/harness"
+)
+
+// The canary rollout, judged at two real Envoy gateways: the oldest is
+// labelled globalconfig.io/canary=true, the newest =false (gw.labels).
+// Each change is checked by traffic or by the gateways' own config dumps,
+// at both gateways, while the status says where the rollout stands.
+
+// canaryBound is how long a phase may take beyond its bake time: istiod's
+// debounce, the tracker's 1 s poll and a status write, several times over.
+const canaryBound = 30 * time.Second
+
+// gzipAbove is a gzip section compressing text/plain bodies of at least n
+// bytes.
+func gzipAbove(n int) string {
+	return fmt.Sprintf("gzip:\n  minContentLength: %d\n  contentType: [text/plain]\n", n)
+}
+
+// compresses tells whether g gzips a text body of n bytes.
+func compresses(ctx context.Context, t *testing.T, g *gw, n int) bool {
+	t.Helper()
+	r := mustGet(ctx, t, g.url(fmt.Sprintf("/text?n=%d", n)), map[string]string{"Accept-Encoding": "gzip"})
+	if r.status != 200 {
+		t.Fatalf("%s: status %d", g.name, r.status)
+	}
+	return r.header.Get("Content-Encoding") == "gzip"
+}
+
+// hasHTTPFilter tells whether g's active listeners carry the HTTP filter
+// name, by its own config dump.
+func hasHTTPFilter(ctx context.Context, t *testing.T, g *gw, name string) bool {
+	t.Helper()
+	body, err := g.Get(ctx, "/config_dump?resource=dynamic_listeners")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(body, []byte(`"name": "`+name+`"`)) || bytes.Contains(body, []byte(`"name":"`+name+`"`))
+}
+
+// waitStatus waits until the status satisfies cond.
+func waitStatus(ctx context.Context, t *testing.T, what string, bound time.Duration, cond func(*status.Status) bool) *status.Status {
+	t.Helper()
+	var last *status.Status
+	var lastErr error
+	if !harness.Eventually(ctx, bound, func() bool {
+		last, lastErr = cluster.Status(ctx)
+		return lastErr == nil && cond(last)
+	}) {
+		if last != nil {
+			t.Fatalf("%s: not within %v; state %s, message %q, canary %+v, rollout %s (%v)", what, bound, last.State, last.Message, last.Canary, last.RolloutSummary, lastErr)
+		}
+		t.Fatalf("%s: not within %v: %v", what, bound, lastErr)
+	}
+	return last
+}
+
+// phase is a status condition: the canary record of the document doc is
+// in phase p, and the status's state is state.
+func phase(doc string, p canary.Phase, state status.State) func(*status.Status) bool {
+	hash := decide.DocumentHash(map[string]string{document.DataKey: doc})
+	return func(st *status.Status) bool {
+		return st.Canary != nil && st.Canary.Document == hash && st.Canary.Phase == p && st.State == state
+	}
+}
+
+// hasEventOf reports whether the global ConfigMap has an Event of type and
+// reason whose message contains part.
+func hasEventOf(ctx context.Context, eventType, reason, part string) bool {
+	list, err := cluster.Admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, e := range list.Items {
+		if e.Reason == reason && e.Type == eventType && e.InvolvedObject.Name == harness.ConfigMapName && strings.Contains(e.Message, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// poisonAfterRateLimit is a hand-written EnvoyFilter that puts, right
+// after the local rate limit filter, a health check Envoy refuses at load
+// (healthCheckPatch). It matches nothing until a document adds the rate
+// limit filter: then every gateway that gets the filter NACKs.
+func poisonAfterRateLimit(t testing.TB) *envoyfilter.Object {
+	t.Helper()
+	// Applied after every item's EnvoyFilter, so the filter is there.
+	o, err := envoyfilter.NewObject("poison", envoyfilter.Placement{Priority: 1000, Insert: envoyfilter.Position{
+		Operation: networking.EnvoyFilter_Patch_INSERT_AFTER, Anchor: envoyfilter.LocalRateLimit}},
+		envoyfilter.DefaultTarget(), []envoyfilter.Patch{healthCheckPatch(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Metadata.Name = "hand-written-poison"
+	o.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "poison"}
+	return o
+}
+
+func TestCanaryRollout(t *testing.T) {
+	ctx := setup(t)
+	prune(ctx, t, nil)
+	_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, controller.LastGoodName(harness.ConfigMapName), metav1.DeleteOptions{})
+	cn, st := oldest, newest // the canary and the other gateway
+	canaryName := "gw-" + cn.name + "." + ns
+	const bake = 3 * time.Second
+	policy := fmt.Sprintf("rollout:\n  strategy: Canary\n  bakeTime: %s\n", bake)
+	base := policy + "downstream:\n  idleTimeout: 180\n"
+	putConfig(ctx, t, base)
+	debug := "--istiod-debug-url=http://" + istiod.HTTPAddr
+	ctl := startController(ctx, t, debug, "--rollout-timeout=15s")
+	// Nothing was applied before: the first set goes out directly.
+	waitStatus(ctx, t, "the first set applied directly", canaryBound, func(s *status.Status) bool {
+		return s.State == status.Applied && s.Canary == nil && s.Rollout != nil && s.Rollout.Synced == 2
+	})
+
+	t.Run("a change the canary took is promoted after the bake time", func(t *testing.T) {
+		doc := base + gzipAbove(100)
+		edited := time.Now()
+		putConfig(ctx, t, doc)
+		s := waitStatus(ctx, t, "the canary phase", canaryBound, phase(doc, canary.InCanary, status.Canary))
+		if r := s.Canary; r.Phase != canary.InCanary || strings.Join(r.Items, ",") != "gzip" || r.BakeTime != bake.String() || r.Label != canary.DefaultLabel {
+			t.Errorf("canary record %+v", r)
+		}
+		if !harness.Eventually(ctx, canaryBound, func() bool { return compresses(ctx, t, cn, 20000) }) {
+			t.Fatal("the canary never compressed")
+		}
+		stableCompressed := compresses(ctx, t, st, 20000)
+		if now, err := cluster.Status(ctx); err != nil || now.State != status.Canary {
+			t.Fatalf("the phase ended before the other gateway was checked: %v %v", now, err)
+		}
+		if stableCompressed {
+			t.Fatal("the other gateway compressed during the canary phase")
+		}
+		s = waitStatus(ctx, t, "the promotion", bake+canaryBound, phase(doc, canary.Promoted, status.Applied))
+		promoted := time.Since(edited)
+		if s.State != status.Applied || s.Canary.By != "" || !strings.Contains(s.Canary.Message, "1 of 1 canaries ACKed") {
+			t.Errorf("after the bake time: state %s, canary %+v", s.State, s.Canary)
+		}
+		if len(s.Canary.Canaries) != 1 || s.Canary.Canaries[0].Name != canaryName || s.Canary.Canaries[0].State != canary.StateSynced {
+			t.Errorf("canaries %+v, want %s Synced", s.Canary.Canaries, canaryName)
+		}
+		if promoted < bake {
+			t.Errorf("promoted %v after the edit, before the bake time %v", promoted, bake)
+		}
+		if !harness.Eventually(ctx, canaryBound, func() bool { return compresses(ctx, t, st, 20000) }) {
+			t.Fatal("the other gateway never compressed after the promotion")
+		}
+		t.Logf("promoted %v after the edit (bake time %v); the other gateway compressed %v after the edit", promoted.Round(time.Millisecond), bake, time.Since(edited).Round(time.Millisecond))
+		if !hasEventOf(ctx, corev1.EventTypeNormal, "CanaryStarted", "gzip") || !hasEventOf(ctx, corev1.EventTypeNormal, "Promoted", "gzip") {
+			t.Error("no CanaryStarted and Promoted Events")
+		}
+	})
+
+	t.Run("a change the canary NACKs never reaches the other gateway", func(t *testing.T) {
+		poison := poisonAfterRateLimit(t)
+		if err := cluster.Apply(ctx, poison); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { deleteObject(context.Background(), t, poison) })
+		doc := base + gzipAbove(100) + "localRateLimit:\n  maxTokens: 1000\n  tokensPerFill: 1000\n  fillInterval: 1s\n"
+		putConfig(ctx, t, doc)
+		var leaked bool
+		rolledBack := phase(doc, canary.RolledBack, status.RolledBack)
+		s := waitStatus(ctx, t, "the roll back", canaryBound, func(s *status.Status) bool {
+			leaked = leaked || hasHTTPFilter(ctx, t, st, envoyfilter.LocalRateLimit)
+			return rolledBack(s)
+		})
+		if leaked {
+			t.Error("the other gateway got the rate limit filter")
+		}
+		r := s.Canary
+		if r.Phase != canary.RolledBack || !strings.Contains(r.Message, "canary "+canaryName+" rejected the change") || !strings.Contains(r.Message, "cache_time_ms must not be set") {
+			t.Errorf("canary record %+v", r)
+		}
+		if len(s.Errors) != 1 || !strings.Contains(s.Errors[0].Message, "rolled back: canary "+canaryName) {
+			t.Errorf("errors %+v: the document should read as rejected", s.Errors)
+		}
+		t.Logf("rolled back: %s", r.Message)
+		// Both gateways end on the set before the change: no rate limit,
+		// gzip still on; the canary ACKs it.
+		if !harness.Eventually(ctx, canaryBound, func() bool { return !hasHTTPFilter(ctx, t, cn, envoyfilter.LocalRateLimit) }) {
+			t.Fatal("the canary kept the rejected change")
+		}
+		for _, g := range gateways {
+			if hasHTTPFilter(ctx, t, g, envoyfilter.LocalRateLimit) || !compresses(ctx, t, g, 20000) {
+				t.Errorf("%s is not on the previous set", g.name)
+			}
+		}
+		if !hasEventOf(ctx, corev1.EventTypeWarning, "RolledBack", "cache_time_ms must not be set") {
+			t.Error("no RolledBack Event quoting Envoy")
+		}
+		m, err := ctl.Metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m[`globalconfig_canary_rollouts_total{phase="RolledBack"}`] != 1 || m[`globalconfig_canary_rollouts_total{phase="Promoted"}`] != 1 {
+			t.Errorf("rollout metrics: %v rolled back, %v promoted", m[`globalconfig_canary_rollouts_total{phase="RolledBack"}`], m[`globalconfig_canary_rollouts_total{phase="Promoted"}`])
+		}
+		// The document stays rejected: later syncs don't try it again.
+		time.Sleep(2 * bake)
+		if s, err := cluster.Status(ctx); err != nil || s.State != status.RolledBack || hasHTTPFilter(ctx, t, st, envoyfilter.LocalRateLimit) {
+			t.Errorf("after the roll back: %v %v", s, err)
+		}
+		var out, errs bytes.Buffer
+		if code := cli.Main([]string{"status", "--kubeconfig", cluster.AdminKubeconfig}, cli.Env{Stdout: &out, Stderr: &errs}); code == cli.ExitOK {
+			t.Logf("$ globalconfig status\n%s", out.String())
+		}
+		for _, want := range []string{"RolledBack", canaryName, "cache_time_ms must not be set"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("globalconfig status lacks %q", want)
+			}
+		}
+	})
+
+	t.Run("a canary that never answers rolls back after the bake time", func(t *testing.T) {
+		if err := cn.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		resumed := false
+		resume := func() {
+			if !resumed {
+				resumed = true
+				_ = cn.Cmd.Process.Signal(syscall.SIGCONT)
+			}
+		}
+		t.Cleanup(resume)
+		edited := time.Now()
+		doc := base + gzipAbove(200)
+		putConfig(ctx, t, doc)
+		s := waitStatus(ctx, t, "the roll back", bake+canaryBound, phase(doc, canary.RolledBack, status.RolledBack))
+		if took := time.Since(edited); took < bake {
+			t.Errorf("rolled back %v after the edit, before the bake time", took)
+		}
+		want := fmt.Sprintf("0 of 1 canaries ACKed within the bake time %s, 1 needed; not ACKed: %s", bake, canaryName)
+		if s.Canary.Message != want {
+			t.Errorf("message %q, want %q", s.Canary.Message, want)
+		}
+		resume()
+		// Woken up, the canary takes what istiod sent meanwhile and ends on
+		// the set before the change, as the other gateway.
+		if !harness.Eventually(ctx, canaryBound, func() bool {
+			return compresses(ctx, t, cn, 150) && compresses(ctx, t, st, 150)
+		}) {
+			t.Error("the gateways are not both on the previous set (minContentLength 100)")
+		}
+	})
+
+	t.Run("a controller restart in the middle of a canary phase resumes it", func(t *testing.T) {
+		const longBake = 8 * time.Second
+		doc := fmt.Sprintf("rollout:\n  strategy: Canary\n  bakeTime: %s\ndownstream:\n  idleTimeout: 180\n", longBake) + gzipAbove(1000)
+		putConfig(ctx, t, doc)
+		s := waitStatus(ctx, t, "the canary phase", canaryBound, phase(doc, canary.InCanary, status.Canary))
+		started := s.Canary.Started
+		if !harness.Eventually(ctx, canaryBound, func() bool { return !compresses(ctx, t, cn, 500) }) {
+			t.Fatal("the canary never took minContentLength 1000")
+		}
+		if err := ctl.Stop(5 * time.Second); err != nil {
+			t.Logf("stop: %v", err)
+		}
+		restarted := time.Now()
+		ctl = startController(ctx, t, debug, "--rollout-timeout=15s")
+		var leaked bool
+		promoted := phase(doc, canary.Promoted, status.Applied)
+		s = waitStatus(ctx, t, "the promotion after the restart", longBake+canaryBound, func(s *status.Status) bool {
+			leaked = leaked || !compresses(ctx, t, st, 500) && s.State == status.Canary
+			return promoted(s)
+		})
+		if leaked {
+			t.Error("the other gateway got the change before the promotion")
+		}
+		if !s.Canary.Started.Equal(started) {
+			t.Errorf("the phase started at %v, then at %v: it was started again, not resumed", started, s.Canary.Started)
+		}
+		if took := time.Since(restarted); took < longBake {
+			t.Errorf("promoted %v after the restart: the bake time restarts with the controller", took)
+		}
+		if !harness.Eventually(ctx, canaryBound, func() bool { return !compresses(ctx, t, st, 500) }) {
+			t.Error("the other gateway never took the promoted change")
+		}
+	})
+}
