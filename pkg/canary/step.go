@@ -3,6 +3,7 @@ package canary
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,24 @@ type Record struct {
 	Canaries []Answer `json:"canaries,omitempty"`
 }
 
+// ID names the rollout: its document and when it started.
+func (r *Record) ID() string {
+	return r.Document + "@" + strconv.FormatInt(r.Started.UnixMilli(), 10)
+}
+
+// Request is the AnnotationAction value asking a for the rollout r.
+func (r *Record) Request(a Action) string { return string(a) + "/" + r.ID() }
+
+// Requested is the action an AnnotationAction value asks for r, "" when
+// it asks nothing of r.
+func (r *Record) Requested(annotation string) Action {
+	a, id, ok := strings.Cut(annotation, "/")
+	if !ok || id != r.ID() || (Action(a) != ActionPromote && Action(a) != ActionAbort) {
+		return ""
+	}
+	return Action(a)
+}
+
 // Answer is one canary proxy's answer to the canary set.
 type Answer struct {
 	Name string `json:"name"`
@@ -83,6 +102,14 @@ type Verdict struct {
 	Canaries   []Answer
 	Unlabelled []string
 }
+
+// AnnotationAction on the global ConfigMap is an operator's request for
+// the current canary rollout: "promote/ROLLOUT" or "abort/ROLLOUT",
+// ROLLOUT naming the rollout (Record.ID), so a request never carries over
+// to a later rollout, even of the same document. Only whoever may edit the global
+// ConfigMap can set it; the controller's ServiceAccount only reads that
+// ConfigMap. `globalconfig rollout promote` and `abort` set it.
+const AnnotationAction = "globalconfig.io/rollout-action"
 
 // Action is an operator's request for one rollout.
 type Action string

@@ -1,6 +1,6 @@
 // Package cli implements the globalconfig command line: render, validate,
-// convert, items, schema, version, run, diff and status. cmd/globalconfig
-// only wires it to the process.
+// convert, items, schema, version, run, diff, status and rollout.
+// cmd/globalconfig only wires it to the process.
 package cli
 
 import (
@@ -45,6 +45,9 @@ const (
 	// ExitNoStatus: status found no status it reads: the controller has
 	// not run for this ConfigMap, or it wrote another status version.
 	ExitNoStatus = 8
+	// ExitNoRollout: rollout promote or abort found no canary phase in
+	// progress.
+	ExitNoRollout = 9
 )
 
 // Version is set at build time with -ldflags "-X …/pkg/cli.Version=v1.2.3".
@@ -82,7 +85,10 @@ Usage:
                                   EnvoyFilters to create, update or delete, each with a unified diff
   globalconfig status [--kubeconfig K] [--configmap NS/NAME] [-o text|json|yaml]
                                   the controller's status: the document's state and problems, the
-                                  items and their EnvoyFilters, and the rollout to the proxies
+                                  items and their EnvoyFilters, the canary rollout, and the rollout to the proxies
+  globalconfig rollout promote|abort [--kubeconfig K] [--configmap NS/NAME]
+                                  end the canary phase in progress: promote the change to every proxy
+                                  now, or roll it back now
 
 FILE is a ConfigMap manifest (data key config.yaml) or the bare document;
 "-" reads standard input.
@@ -92,6 +98,7 @@ Exit codes: 0 ok, 1 invalid document, 2 usage error, 3 input/output error,
 diff, as kubectl diff: 0 no changes, 1 changes, 6 the file's document is
 invalid (never 1). diff and status: 7 the cluster could not be read;
 status: 8 no status ConfigMap yet (is the controller running?).
+rollout: 9 no canary phase in progress.
 `
 
 // Main runs the command line args (without the program name) and returns
@@ -116,6 +123,8 @@ func Main(args []string, env Env) int {
 		return runCommand(args[1:], env)
 	case "diff":
 		return diffCommand(args[1:], env)
+	case "rollout":
+		return rolloutCommand(args[1:], env)
 	case "status":
 		return statusCommand(args[1:], env)
 	case "version":

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
@@ -108,6 +109,9 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 		}
 		ew.printf("last change: %s (set %s applied %s)\n", change, a.Hash, a.Time.UTC().Format(time.RFC3339))
 	}
+	if r := st.Canary; r != nil {
+		writeCanary(ew, r)
+	}
 	if a := st.Admission; a != nil && !a.Guarded {
 		ew.printf("admission: edits are not checked before they are saved: %s\n", a.Reason)
 	}
@@ -145,6 +149,34 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 		writeRollout(ew, st)
 	}
 	return ew.err
+}
+
+// writeCanary writes the canary rollout: its phase, what it rolls out,
+// the canary proxies' answers and how it ended.
+func writeCanary(ew *errWriter, r *canary.Record) {
+	ew.printf("canary rollout: %s (document %s, set %s → %s): %s to proxies labelled %s=true first; bake time %s, %s must ACK; started %s\n",
+		r.Phase, orDash(r.Document), orDash(r.From), orDash(r.To), orDash(strings.Join(r.Items, ", ")), r.Label, r.BakeTime, r.Needed,
+		r.Started.UTC().Format(time.RFC3339))
+	if r.Ended != nil {
+		by := ""
+		if r.By != "" {
+			by = " by an " + r.By
+		}
+		ew.printf("  %s%s %s: %s\n", r.Phase, by, r.Ended.UTC().Format(time.RFC3339), orDash(r.Message))
+	}
+	if r.Phase == canary.InCanary {
+		ew.printf("  promote now: globalconfig rollout promote; roll back: globalconfig rollout abort\n")
+	}
+	if len(r.Canaries) == 0 {
+		ew.printf("  no canary proxy has answered\n")
+		return
+	}
+	tw := tabwriter.NewWriter(ew, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "  CANARY\tSTATE\tMESSAGE")
+	for _, a := range r.Canaries {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", a.Name, a.State, orDash(truncate(a.Message, MaxTableMessage)))
+	}
+	_ = tw.Flush()
 }
 
 // writeRollout writes the rollout summary, its proxies and the istiod

@@ -10,15 +10,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
-	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
-
-// AnnotationRolloutAction on the global ConfigMap is an operator's request
-// for the current canary rollout: "promote/DOCUMENT" or "abort/DOCUMENT",
-// DOCUMENT being the status's canary.document. Only whoever may edit the
-// global ConfigMap can set it; the controller's ServiceAccount only reads
-// that ConfigMap. `globalconfig rollout promote` and `abort` set it.
-const AnnotationRolloutAction = "globalconfig.io/rollout-action"
 
 // canaryState is what the worker keeps of the rollout in one term.
 type canaryState struct {
@@ -69,9 +61,7 @@ func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) (*d
 		bake, err := time.ParseDuration(r.BakeTime)
 		in.Baked = err != nil || c.now().Sub(cs.deliveredAt) >= bake
 	}
-	if action, doc, ok := strings.Cut(cm.Annotations[AnnotationRolloutAction], "/"); ok && doc == r.Document {
-		in.Action = canary.Action(action)
-	}
+	in.Action = r.Requested(cm.Annotations[canary.AnnotationAction])
 	in.Verdict = c.verdict()
 	return in, nil
 }
@@ -161,5 +151,3 @@ func (c *Controller) canaryLabel() string {
 	}
 	return ""
 }
-
-var _ = rollout.TrackCanary

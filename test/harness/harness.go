@@ -52,9 +52,12 @@ const Namespace = "istio-system"
 const (
 	adminToken      = "globalconfig-admin-token"
 	controllerToken = "globalconfig-controller-token"
+	operatorToken   = "globalconfig-operator-token"
 	// ControllerUser is the user the controller runs as: the ServiceAccount
 	// deploy/base/rbac.yaml binds, so the tests exercise that RBAC.
 	ControllerUser = "system:serviceaccount:istio-system:globalconfig"
+	// OperatorUser is a person bound to the globalconfig-operator Role.
+	OperatorUser = "operator"
 )
 
 // Binary returns the path an environment variable names, or an error that
@@ -201,9 +204,12 @@ type Cluster struct {
 	APIServerURL         string
 	AdminKubeconfig      string
 	ControllerKubeconfig string
-	Admin                kubernetes.Interface
-	Istio                istioclient.Interface
-	AdminConfig          *rest.Config
+	// OperatorKubeconfig is a user bound to deploy/base/operator-rbac.yaml's
+	// Role only (OperatorUser).
+	OperatorKubeconfig string
+	Admin              kubernetes.Interface
+	Istio              istioclient.Interface
+	AdminConfig        *rest.Config
 
 	etcd, apiserver *Process
 	apiserverBin    string
@@ -266,7 +272,8 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 	}
 	c.AdminKubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	c.ControllerKubeconfig = filepath.Join(dir, "controller.kubeconfig")
-	for path, token := range map[string]string{c.AdminKubeconfig: adminToken, c.ControllerKubeconfig: controllerToken} {
+	c.OperatorKubeconfig = filepath.Join(dir, "operator.kubeconfig")
+	for path, token := range map[string]string{c.AdminKubeconfig: adminToken, c.ControllerKubeconfig: controllerToken, c.OperatorKubeconfig: operatorToken} {
 		if err := writeKubeconfig(path, c.APIServerURL, token); err != nil {
 			return nil, err
 		}
@@ -371,7 +378,12 @@ func (c *Cluster) prepare(ctx context.Context) error {
 		return err
 	}
 	root := RepoRoot()
-	_, err = c.Kubectl(ctx, nil, "apply", "-f", filepath.Join(root, "deploy", "base", "serviceaccount.yaml"), "-f", filepath.Join(root, "deploy", "base", "rbac.yaml"))
+	base := filepath.Join(root, "deploy", "base")
+	if _, err = c.Kubectl(ctx, nil, "apply", "-f", filepath.Join(base, "serviceaccount.yaml"), "-f", filepath.Join(base, "rbac.yaml"),
+		"-f", filepath.Join(base, "operator-rbac.yaml")); err != nil {
+		return err
+	}
+	_, err = c.Kubectl(ctx, nil, "create", "rolebinding", "globalconfig-operator", "-n", Namespace, "--role=globalconfig-operator", "--user="+OperatorUser)
 	return err
 }
 
@@ -400,8 +412,8 @@ func writeAuthFiles(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "sa.key"), keyPEM, 0o600); err != nil {
 		return err
 	}
-	tokens := fmt.Sprintf("%s,admin,admin-uid,system:masters\n%s,%s,controller-uid,\"system:serviceaccounts,system:serviceaccounts:istio-system\"\n",
-		adminToken, controllerToken, ControllerUser)
+	tokens := fmt.Sprintf("%s,admin,admin-uid,system:masters\n%s,%s,controller-uid,\"system:serviceaccounts,system:serviceaccounts:istio-system\"\n%s,%s,operator-uid\n",
+		adminToken, controllerToken, ControllerUser, operatorToken, OperatorUser)
 	return os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600)
 }
 

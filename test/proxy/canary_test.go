@@ -267,6 +267,47 @@ func TestCanaryRollout(t *testing.T) {
 		}
 	})
 
+	t.Run("an operator promotes or aborts; the controller's ServiceAccount can't", func(t *testing.T) {
+		longPolicy := "rollout:\n  strategy: Canary\n  bakeTime: 10m\n"
+		rollout := func(kubeconfig, action string) (int, string) {
+			var out, errs bytes.Buffer
+			code := cli.Main([]string{"rollout", action, "--kubeconfig", kubeconfig}, cli.Env{Stdout: &out, Stderr: &errs})
+			return code, out.String() + errs.String()
+		}
+		doc := longPolicy + "downstream:\n  idleTimeout: 180\n" + gzipAbove(300)
+		putConfig(ctx, t, doc)
+		waitStatus(ctx, t, "the canary phase", canaryBound, phase(doc, canary.InCanary, status.Canary))
+		if code, out := rollout(cluster.ControllerKubeconfig, "promote"); code != cli.ExitAPI || !strings.Contains(out, "forbidden") {
+			t.Errorf("the controller's ServiceAccount promoted: exit %d: %s", code, out)
+		}
+		if code, out := rollout(cluster.OperatorKubeconfig, "promote"); code != cli.ExitOK {
+			t.Fatalf("the operator could not promote: exit %d: %s", code, out)
+		}
+		s := waitStatus(ctx, t, "the operator's promotion", canaryBound, phase(doc, canary.Promoted, status.Applied))
+		if s.Canary.By != "operator" {
+			t.Errorf("promoted by %q", s.Canary.By)
+		}
+		if !harness.Eventually(ctx, canaryBound, func() bool { return compresses(ctx, t, st, 250) == false && compresses(ctx, t, st, 350) }) {
+			t.Error("the other gateway never took the promoted change")
+		}
+		doc = longPolicy + "downstream:\n  idleTimeout: 180\n" + gzipAbove(400)
+		putConfig(ctx, t, doc)
+		waitStatus(ctx, t, "the canary phase", canaryBound, phase(doc, canary.InCanary, status.Canary))
+		if code, out := rollout(cluster.OperatorKubeconfig, "abort"); code != cli.ExitOK {
+			t.Fatalf("the operator could not abort: exit %d: %s", code, out)
+		}
+		s = waitStatus(ctx, t, "the operator's abort", canaryBound, phase(doc, canary.RolledBack, status.RolledBack))
+		if s.Canary.By != "operator" || !strings.Contains(s.Canary.Message, "aborted by an operator") {
+			t.Errorf("canary record %+v", s.Canary)
+		}
+		if !harness.Eventually(ctx, canaryBound, func() bool { return compresses(ctx, t, cn, 350) && compresses(ctx, t, st, 350) }) {
+			t.Error("the gateways are not both on the previous set (minContentLength 300)")
+		}
+		if code, out := rollout(cluster.OperatorKubeconfig, "promote"); code != cli.ExitNoRollout {
+			t.Errorf("promote after the abort: exit %d: %s", code, out)
+		}
+	})
+
 	t.Run("a controller restart in the middle of a canary phase resumes it", func(t *testing.T) {
 		const longBake = 8 * time.Second
 		doc := fmt.Sprintf("rollout:\n  strategy: Canary\n  bakeTime: %s\ndownstream:\n  idleTimeout: 180\n", longBake) + gzipAbove(1000)

@@ -1,0 +1,91 @@
+package cli_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/globalconfig/globalconfig/pkg/canary"
+	"github.com/globalconfig/globalconfig/pkg/cli"
+	"github.com/globalconfig/globalconfig/pkg/status"
+)
+
+func canaryStatus(phase canary.Phase) *status.Status {
+	st := testStatus(testRollout())
+	st.State, st.Errors, st.Message = status.Canary, []status.Problem{}, ""
+	st.Canary = &canary.Record{
+		Phase: phase, Document: "5c7c56257774ce87", From: "484b302941a65608", To: "8394baeae7844241",
+		Items: []string{"gzip"}, Label: canary.DefaultLabel, Needed: "100%", BakeTime: "1m0s",
+		Started:  time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
+		Canaries: []canary.Answer{{Name: "gw-canary-0.istio-system", State: "NACKed", Message: nackMessage}, {Name: "gw-canary-1.istio-system", State: "Synced"}},
+	}
+	if phase != canary.InCanary {
+		ended := st.Canary.Started.Add(5 * time.Second)
+		st.Canary.Ended, st.Canary.Message = &ended, "canary gw-canary-0.istio-system rejected the change: "+nackMessage
+	}
+	return st
+}
+
+func TestStatusShowsTheCanary(t *testing.T) {
+	c, _ := statusCluster(t, canaryStatus(canary.RolledBack))
+	code, out, errs := runIn(t, c, "status")
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	t.Logf("$ globalconfig status\n%s", out)
+	for _, want := range []string{
+		"canary rollout: RolledBack (document 5c7c56257774ce87, set 484b302941a65608 → 8394baeae7844241): gzip to proxies labelled globalconfig.io/canary=true first; bake time 1m0s, 100% must ACK; started 2026-03-01T10:00:00Z\n",
+		"  RolledBack 2026-03-01T10:00:05Z: canary gw-canary-0.istio-system rejected the change: LDS:",
+		"CANARY ", " STATE ", "gw-canary-0.istio-system   NACKed   LDS:", "gw-canary-1.istio-system   Synced   -\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "rollout promote") {
+		t.Error("an ended rollout offers promote")
+	}
+}
+
+func TestRolloutPromoteAndAbort(t *testing.T) {
+	for _, action := range []canary.Action{canary.ActionPromote, canary.ActionAbort} {
+		st := canaryStatus(canary.InCanary)
+		c, _ := statusCluster(t, st)
+		code, out, errs := runIn(t, c, "rollout", string(action))
+		if code != cli.ExitOK || errs != "" {
+			t.Fatalf("%s: exit %d, stderr %q", action, code, errs)
+		}
+		if !strings.Contains(out, "document 5c7c56257774ce87 (gzip)") {
+			t.Errorf("%s: stdout %q", action, out)
+		}
+		cm, err := c.kube.CoreV1().ConfigMaps("istio-system").Get(context.Background(), "global-config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cm.Annotations[canary.AnnotationAction]
+		if st.Canary.Requested(got) != action {
+			t.Errorf("%s: annotation %q asks %q of the rollout", action, got, st.Canary.Requested(got))
+		}
+		// The same document rolled out again later is another rollout.
+		later := *st.Canary
+		later.Started = later.Started.Add(time.Hour)
+		if a := later.Requested(got); a != "" {
+			t.Errorf("%s: the request carries over to a later rollout: %q", action, a)
+		}
+	}
+	// Nothing to promote.
+	c, _ := statusCluster(t, canaryStatus(canary.RolledBack))
+	if code, _, errs := runIn(t, c, "rollout", "promote"); code != cli.ExitNoRollout || !strings.Contains(errs, "no canary phase in progress (the last one was RolledBack)") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	c, _ = statusCluster(t, testStatus(nil))
+	if code, _, errs := runIn(t, c, "rollout", "abort"); code != cli.ExitNoRollout || !strings.Contains(errs, "(no canary rollout)") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := runIn(t, c, "rollout", "pause"); code != cli.ExitUsage || !strings.Contains(errs, "promote") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
