@@ -253,6 +253,13 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	var hook *webhook.Server
 	if opts.Webhook.Addr != "" {
 		// Every replica serves the webhook, leader or not.
+		if tracker != nil {
+			root := opts.Rollout.RootNamespace
+			opts.Webhook.Fleet = func(ctx context.Context, label string, set []*envoyfilter.Object) ([]string, []string, error) {
+				f, err := tracker.Fleet(ctx, label, rollout.ScopeOf(set, root))
+				return f.Canaries, f.Unlabelled, err
+			}
+		}
 		if hook, err = webhook.Start(ctx, kube, opts.Webhook, log); err != nil {
 			return err
 		}

@@ -225,6 +225,25 @@ func TestStep(t *testing.T) {
 	if out := step(t, with(in, func(in *canary.Input) { in.Record, in.Stable = back, nil })); !out.Hold {
 		t.Errorf("rolled back without a stable set: %+v", out)
 	}
+	// Unlabelled proxies found before the phase: rolled back before
+	// anything is delivered; istiod not answering starts the phase.
+	var asked string
+	pre := step(t, with(base, func(in *canary.Input) {
+		in.Fleet = func(label string, set []*envoyfilter.Object) canary.Verdict {
+			asked = label + " " + render.SetHash(set)
+			return canary.Verdict{Known: true, Unlabelled: []string{"gw-x.prod"}}
+		}
+	}))
+	if asked != canary.DefaultLabel+" "+cand.Hash || pre.Record.Phase != canary.RolledBack || !pre.Started || !pre.Ended ||
+		render.SetHash(pre.Deliver) != stable.Hash || !strings.Contains(pre.Record.Message, "proxy gw-x.prod carries no globalconfig.io/canary label") ||
+		!strings.Contains(pre.Record.Message, "nothing was delivered") {
+		t.Errorf("unlabelled before the phase (asked %q): %+v %+v", asked, pre, pre.Record)
+	}
+	if out := step(t, with(base, func(in *canary.Input) {
+		in.Fleet = func(string, []*envoyfilter.Object) canary.Verdict { return canary.Verdict{} }
+	})); out.Record.Phase != canary.InCanary {
+		t.Errorf("istiod silent before the phase: %+v", out.Record)
+	}
 	other := set(t, "gzip:\n  minContentLength: 100\n")
 	if out := step(t, with(in, func(in *canary.Input) { in.Stable = &other })); !out.Started || out.Record.From != other.Hash {
 		t.Errorf("a canary phase whose stable set changed: %+v", out.Record)

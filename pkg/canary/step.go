@@ -138,6 +138,11 @@ type Input struct {
 	Baked bool
 	// Action is an operator's request for Record's document, "" for none.
 	Action Action
+	// Fleet, when set, is asked before a canary phase starts which proxies
+	// the set reaches carry no canary label (Verdict.Unlabelled): with
+	// any, the change is rolled back before anything is delivered, as
+	// they would get neither version of a changed item.
+	Fleet func(label string, candidate []*envoyfilter.Object) Verdict
 	// Now stamps Started and Ended.
 	Now time.Time
 }
@@ -196,6 +201,13 @@ func Step(in Input) (Output, error) {
 		Items: Changed(in.Stable.Objects, in.Candidate.Objects), Label: in.Policy.Label(),
 		Needed: in.Policy.CanaryAcks.String(), BakeTime: in.Policy.Bake().String(), Started: in.Now.UTC(),
 	}
+	if in.Fleet != nil {
+		if v := in.Fleet(rec.Label, in.Candidate.Objects); v.Known && len(v.Unlabelled) > 0 {
+			rec.Phase, rec.Ended = RolledBack, &rec.Started
+			rec.Message = unlabelledMessage(v.Unlabelled, rec) + " (found before the canary phase began; nothing was delivered)"
+			return Output{Deliver: in.Stable.Objects, Record: rec, Started: true, Ended: true}, nil
+		}
+	}
 	return Output{Deliver: split, Record: rec, Started: true}, nil
 }
 
@@ -248,8 +260,7 @@ func judge(in Input) (Output, error) {
 	case len(nacked) > 0:
 		return end(RolledBack, "", "canary %s rejected the change: %s", nacked[0].Name, nacked[0].Message)
 	case in.Verdict.Known && len(in.Verdict.Unlabelled) > 0:
-		return end(RolledBack, "", "%s no %s label, so %s would have lost %s during the canary phase; label every proxy %s=true or =false",
-			proxies(in.Verdict.Unlabelled), r.Label, them(len(in.Verdict.Unlabelled)), strings.Join(r.Items, ", "), r.Label)
+		return end(RolledBack, "", "%s", unlabelledMessage(in.Verdict.Unlabelled, &r))
 	case !in.Baked:
 		return Output{Deliver: split, Record: &r}, nil
 	case len(r.Canaries) == 0:
@@ -264,6 +275,12 @@ func judge(in Input) (Output, error) {
 		return end(RolledBack, "", "%d of %d canaries ACKed within the bake time %s, %d needed; not ACKed: %s", synced, len(r.Canaries), r.BakeTime, needed, strings.Join(silent, ", "))
 	}
 	return end(Promoted, "", "%d of %d canaries ACKed within the bake time %s", synced, len(r.Canaries), r.BakeTime)
+}
+
+// unlabelledMessage says why unlabelled proxies stop a rollout.
+func unlabelledMessage(unlabelled []string, r *Record) string {
+	return fmt.Sprintf("%s no %s label, so %s would have lost %s during the canary phase; label every proxy %s=true or =false",
+		proxies(unlabelled), r.Label, them(len(unlabelled)), strings.Join(r.Items, ", "), r.Label)
 }
 
 func proxies(names []string) string {

@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
 
 // canaryState is what the worker keeps of the rollout in one term.
@@ -52,7 +54,7 @@ func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) (*d
 		}
 		cs.stableRead = true
 	}
-	in := &decide.Rollout{Stable: cs.stable, Record: cs.record, Now: c.now()}
+	in := &decide.Rollout{Stable: cs.stable, Record: cs.record, Now: c.now(), Fleet: c.fleet(ctx)}
 	r := cs.record
 	if r == nil || r.Phase != canary.InCanary {
 		return in, nil
@@ -64,6 +66,29 @@ func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) (*d
 	in.Action = r.Requested(cm.Annotations[canary.AnnotationAction])
 	in.Verdict = c.verdict()
 	return in, nil
+}
+
+// fleetTimeout bounds the question, before a canary phase, of which
+// proxies carry no canary label.
+const fleetTimeout = 2 * time.Second
+
+// fleet asks istiod, before a canary phase starts, which proxies the set
+// reaches carry no canary label; nil without a rollout tracker.
+func (c *Controller) fleet(ctx context.Context) func(string, []*envoyfilter.Object) canary.Verdict {
+	t := c.cfg.Rollout
+	if t == nil {
+		return nil
+	}
+	return func(label string, set []*envoyfilter.Object) canary.Verdict {
+		ctx, cancel := context.WithTimeout(ctx, fleetTimeout)
+		defer cancel()
+		f, err := t.Fleet(ctx, label, rollout.ScopeOf(set, c.cfg.RootNamespace))
+		if err != nil {
+			c.log.Warn("could not ask istiod which proxies carry the canary label; the canary phase checks again", "err", err)
+			return canary.Verdict{}
+		}
+		return canary.Verdict{Known: true, Unlabelled: f.Unlabelled}
+	}
 }
 
 // verdict is what the rollout tracker says of the set delivered last,
@@ -110,9 +135,11 @@ func (c *Controller) afterStep(cm *corev1.ConfigMap, d decide.Decision) {
 		bake, _ := time.ParseDuration(r.BakeTime)
 		c.enqueueAfter(min(bake-c.now().Sub(cs.deliveredAt)+10*time.Millisecond, canaryRecheck))
 	}
-	switch {
-	case out.Started:
+	if out.Started {
 		c.metrics.Rollouts.WithLabelValues(string(canary.InCanary)).Inc()
+	}
+	switch {
+	case out.Started && !out.Ended:
 		c.event(cm, corev1.EventTypeNormal, "CanaryStarted", "%s reach the proxies labelled %s=true first; bake time %s, %s of them must ACK",
 			strings.Join(r.Items, ", "), r.Label, r.BakeTime, r.Needed)
 	case out.Ended && r.Phase == canary.Promoted:

@@ -93,6 +93,8 @@ type Rollout struct {
 	Baked   bool
 	Action  canary.Action
 	Now     time.Time
+	// Fleet is canary.Input.Fleet.
+	Fleet func(label string, candidate []*envoyfilter.Object) canary.Verdict
 }
 
 // Decision is what every sink is to deliver, and what to report.
@@ -170,7 +172,7 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 func step(d Decision, policy canary.Policy, ro *Rollout) (Decision, error) {
 	out, err := canary.Step(canary.Input{
 		Policy: policy, Document: d.Document, Candidate: canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)},
-		Stable: ro.Stable, Record: ro.Record, Verdict: ro.Verdict, Baked: ro.Baked, Action: ro.Action, Now: ro.Now,
+		Stable: ro.Stable, Record: ro.Record, Verdict: ro.Verdict, Baked: ro.Baked, Action: ro.Action, Now: ro.Now, Fleet: ro.Fleet,
 	})
 	if err != nil {
 		return Decision{}, err

@@ -135,10 +135,19 @@ type adsClient struct {
 	} `json:"metadata"`
 }
 
-// Labels returns the labels of every proxy connected to the istiod at
-// base (/debug/adsz), by Name (POD.NAMESPACE): the labels its
-// EnvoyFilters' workload selectors match.
-func (c *Client) Labels(ctx context.Context, base string) (map[string]map[string]string, error) {
+// Connected is one proxy connected to an istiod, with the labels its
+// EnvoyFilters' workload selectors match. Its ProxySync has the ID only:
+// adsz names a proxy by POD.NAMESPACE, without its type.
+type Connected struct {
+	ProxySync
+	Labels map[string]string
+}
+
+// Connected returns every proxy connected to the istiod at base
+// (/debug/adsz), with its labels. The labels are those the proxy
+// connected with: a pod template's labels, not one added to a running pod
+// later.
+func (c *Client) Connected(ctx context.Context, base string) ([]Connected, error) {
 	body, err := c.get(ctx, base, "/debug/adsz")
 	if err != nil {
 		return nil, err
@@ -149,7 +158,7 @@ func (c *Client) Labels(ctx context.Context, base string) (map[string]map[string
 	if err := json.Unmarshal(body, &ads); err != nil {
 		return nil, fmt.Errorf("decode /debug/adsz: %w", err)
 	}
-	out := make(map[string]map[string]string, len(ads.Clients))
+	out := make([]Connected, 0, len(ads.Clients))
 	for _, a := range ads.Clients {
 		// A connection ID is the node ID, "-" and a counter.
 		id := a.ConnectionID
@@ -160,9 +169,18 @@ func (c *Client) Labels(ctx context.Context, base string) (map[string]map[string
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		out[ProxySync{ProxyID: id}.Name()] = labels
+		out = append(out, Connected{ProxySync: ProxySync{ProxyID: id}, Labels: labels})
 	}
 	return out, nil
+}
+
+// labelsByName is the labels of proxies by Name.
+func labelsByName(proxies []Connected) map[string]map[string]string {
+	out := make(map[string]map[string]string, len(proxies))
+	for _, p := range proxies {
+		out[p.Name()] = p.Labels
+	}
+	return out
 }
 
 // configObject is the part of one entry of istiod's /debug/configz that

@@ -3,6 +3,7 @@ package rollout
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -243,6 +244,50 @@ func (t *Tracker) Poll(ctx context.Context) time.Duration {
 	return SlowPoll
 }
 
+// Fleet is which proxies a set of scope would make canaries, and which
+// carry no canary label, asked of every istiod now.
+type Fleet struct {
+	Canaries, Unlabelled []string
+}
+
+// Fleet asks every istiod which connected proxies scope reaches carry the
+// canary label label as "true", and which carry it as neither "true" nor
+// "false". The error is the first istiod's that did not answer.
+func (t *Tracker) Fleet(ctx context.Context, label string, scope Scope) (Fleet, error) {
+	eps, err := t.Source.Endpoints()
+	if err != nil {
+		return Fleet{}, err
+	}
+	var f Fleet
+	for _, ep := range eps {
+		// The sync status says what each proxy is; adsz its labels.
+		synced, err := t.Client.Syncz(ctx, ep)
+		if err != nil {
+			return f, fmt.Errorf("istiod %s: %w", ep, err)
+		}
+		connected, err := t.Client.Connected(ctx, ep)
+		if err != nil {
+			return f, fmt.Errorf("istiod %s: %w", ep, err)
+		}
+		labels := labelsByName(connected)
+		for _, p := range synced {
+			if !scope.Reaches(p) {
+				continue
+			}
+			switch labels[p.Name()][label] {
+			case "true":
+				f.Canaries = append(f.Canaries, p.Name())
+			case "false":
+			default: // or connected since the sync status was read
+				f.Unlabelled = append(f.Unlabelled, p.Name())
+			}
+		}
+	}
+	slices.Sort(f.Canaries)
+	slices.Sort(f.Unlabelled)
+	return f, nil
+}
+
 // answer is one istiod's reply.
 type answer struct {
 	address string
@@ -287,9 +332,12 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 		return a
 	}
 	if gen.Label != "" {
-		if a.labels, a.err = t.Client.Labels(ctx, ep); a.err != nil {
+		connected, err := t.Client.Connected(ctx, ep)
+		if err != nil {
+			a.err = err
 			return a
 		}
+		a.labels = labelsByName(connected)
 	}
 	top := maxSent(a.proxies)
 	if m.hiKnown && top < m.hi || m.loKnown && top < m.lo {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
@@ -34,6 +35,8 @@ type Options struct {
 	ManageCert bool
 	// Renderer is the process's renderer (a new one when nil).
 	Renderer *render.Renderer
+	// Fleet is Handler.Fleet (nil: no canary warnings).
+	Fleet func(ctx context.Context, label string, set []*envoyfilter.Object) (canaries, unlabelled []string, err error)
 }
 
 // rotationCheck is how often a running replica checks whether the serving
@@ -52,7 +55,7 @@ func Start(ctx context.Context, kube kubernetes.Interface, opts Options, log *sl
 	if r == nil {
 		r = render.New()
 	}
-	srv := NewServer(&Handler{Log: log, Manager: r})
+	srv := NewServer(&Handler{Log: log, Manager: r, Fleet: opts.Fleet})
 	go func() {
 		if err := srv.Serve(ctx, ln); err != nil {
 			log.Error("webhook server stopped", "err", err)

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
@@ -49,7 +51,15 @@ type Handler struct {
 	// Manager renders the documents; its cache makes the review of an
 	// edit rebuild only the changed items. Nil uses a fresh one per review.
 	Manager *render.Renderer
+	// Fleet, when set, says which connected proxies the set would reach
+	// are labelled label=true (canaries) and which carry neither true nor
+	// false: a document whose rollout policy asks for canaries is warned
+	// when there are none, or when some proxy is unlabelled.
+	Fleet func(ctx context.Context, label string, set []*envoyfilter.Object) (canaries, unlabelled []string, err error)
 }
+
+// FleetTimeout bounds the Fleet question within one review.
+const FleetTimeout = 2 * time.Second
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -95,6 +105,7 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	for _, w := range res.Warnings {
 		allow.Warnings = append(allow.Warnings, "globalconfig: "+render.Describe([]*fielderr.Error{w}, ""))
 	}
+	allow.Warnings = append(allow.Warnings, h.canaryWarnings(res)...)
 	// The old document is only parsed, never built: its section keys say
 	// what the edit changes.
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
@@ -110,6 +121,36 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 		}
 	}
 	return allow
+}
+
+// canaryWarnings warn of a canary policy that would roll every change
+// back: no proxy is a canary, or some proxy the set reaches carries no
+// canary label.
+func (h *Handler) canaryWarnings(res render.Result) []string {
+	p := res.Rollout
+	if h.Fleet == nil || !p.Enabled() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), FleetTimeout)
+	defer cancel()
+	canaries, unlabelled, err := h.Fleet(ctx, p.Label(), res.Objects)
+	if err != nil {
+		return []string{"globalconfig: rollout: could not ask istiod which proxies are canaries: " + err.Error()}
+	}
+	var out []string
+	if len(canaries) == 0 {
+		out = append(out, fmt.Sprintf("globalconfig: rollout.canaryLabel: no proxy connected to istiod is labelled %s=true: every change will be rolled back after the bake time", p.Label()))
+	}
+	if n := len(unlabelled); n > 0 {
+		listed := unlabelled[:min(n, 5)]
+		more := ""
+		if n > 5 {
+			more = fmt.Sprintf(" and %d more", n-5)
+		}
+		out = append(out, fmt.Sprintf("globalconfig: rollout.canaryLabel: %d prox%s the EnvoyFilters reach carry no %s label (%s%s): every change will be rolled back; label each true or false",
+			n, map[bool]string{true: "y", false: "ies"}[n == 1], p.Label(), strings.Join(listed, ", "), more))
+	}
+	return out
 }
 
 func deny(msg string) *admissionv1.AdmissionResponse {

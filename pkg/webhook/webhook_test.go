@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
@@ -160,5 +162,53 @@ func TestReviewWarns(t *testing.T) {
 	}
 	if !resp.Allowed || strings.Join(resp.Warnings, "\n") != strings.Join(want, "\n") {
 		t.Errorf("allowed %v, warnings:\n%s\nwant:\n%s", resp.Allowed, strings.Join(resp.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A canary policy that would roll every change back is warned of at
+// apply time: no canary proxy, or proxies without the label; istiod not
+// answering is said too. Without the policy istiod is not asked.
+func TestReviewWarnsOfCanaryPolicy(t *testing.T) {
+	var canaries, unlabelled []string
+	var fleetErr error
+	var asked string
+	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Fleet: func(_ context.Context, label string, set []*envoyfilter.Object) ([]string, []string, error) {
+			asked = label
+			if len(set) != 1 || set[0].Item() != "gzip" {
+				t.Errorf("asked about the set %v", set)
+			}
+			return canaries, unlabelled, fleetErr
+		}}
+	policy := "rollout:\n  strategy: Canary\n  canaryLabel: example.com/canary\ngzip: {}\n"
+	warnings := func(doc string) string {
+		t.Helper()
+		resp := h.review(request(t, admissionv1.Create, doc, ""))
+		if !resp.Allowed {
+			t.Fatalf("denied: %v", resp.Result)
+		}
+		return strings.Join(resp.Warnings, "\n")
+	}
+	canaries = []string{"gw-0.istio-system"}
+	if w := warnings(policy); w != "" || asked != "example.com/canary" {
+		t.Errorf("a fleet with a canary and every proxy labelled: %q (asked %q)", w, asked)
+	}
+	canaries, unlabelled = nil, []string{"a.ns", "b.ns", "c.ns", "d.ns", "e.ns", "f.ns"}
+	w := warnings(policy)
+	for _, want := range []string{
+		"globalconfig: rollout.canaryLabel: no proxy connected to istiod is labelled example.com/canary=true: every change will be rolled back after the bake time",
+		"globalconfig: rollout.canaryLabel: 6 proxies the EnvoyFilters reach carry no example.com/canary label (a.ns, b.ns, c.ns, d.ns, e.ns and 1 more): every change will be rolled back; label each true or false",
+	} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings %q lack %q", w, want)
+		}
+	}
+	fleetErr = errors.New("dial tcp 10.0.0.5:15014: connection refused")
+	if w := warnings(policy); !strings.Contains(w, "could not ask istiod which proxies are canaries: dial tcp") {
+		t.Errorf("istiod down: %q", w)
+	}
+	asked = ""
+	if w := warnings("gzip: {}\n"); w != "" || asked != "" {
+		t.Errorf("without a canary policy: %q, asked %q", w, asked)
 	}
 }

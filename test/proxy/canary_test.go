@@ -19,6 +19,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -308,6 +309,25 @@ func TestCanaryRollout(t *testing.T) {
 		}
 	})
 
+	t.Run("a label no proxy carries rolls back at once, never promoted", func(t *testing.T) {
+		doc := "rollout:\n  strategy: Canary\n  canaryLabel: example.com/nobody\n  bakeTime: 10m\ndownstream:\n  idleTimeout: 180\n" + gzipAbove(500)
+		putConfig(ctx, t, doc)
+		s := waitStatus(ctx, t, "the roll back", canaryBound, phase(doc, canary.RolledBack, status.RolledBack))
+		want := fmt.Sprintf("proxies gw-%s.%s, gw-%s.%s carry no example.com/nobody label", oldest.name, ns, newest.name, ns)
+		if !strings.Contains(s.Canary.Message, want) || !strings.Contains(s.Canary.Message, "nothing was delivered") {
+			t.Errorf("message %q, want %q, found before anything was delivered", s.Canary.Message, want)
+		}
+		list, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).List(ctx, metav1.ListOptions{LabelSelector: canary.LabelTrack})
+		if err != nil || len(list.Items) != 0 {
+			t.Errorf("EnvoyFilters of a canary phase exist: %v %v", list, err)
+		}
+		for _, g := range gateways {
+			if !compresses(ctx, t, g, 350) {
+				t.Errorf("%s is not on the previous set (minContentLength 300)", g.name)
+			}
+		}
+	})
+
 	t.Run("a controller restart in the middle of a canary phase resumes it", func(t *testing.T) {
 		const longBake = 8 * time.Second
 		doc := fmt.Sprintf("rollout:\n  strategy: Canary\n  bakeTime: %s\ndownstream:\n  idleTimeout: 180\n", longBake) + gzipAbove(1000)
@@ -341,4 +361,26 @@ func TestCanaryRollout(t *testing.T) {
 			t.Error("the other gateway never took the promoted change")
 		}
 	})
+}
+
+// The tracker's Fleet reads the proxies' labels from the real istiod's
+// /debug/adsz: the labels the gateways connected with.
+func TestFleetFromIstiod(t *testing.T) {
+	ctx := setup(t)
+	tr := rollout.NewTracker(rollout.Static{"http://" + istiod.HTTPAddr}, &rollout.Client{}, 0)
+	gateway := rollout.ScopeOf(rendered(t, "gzip: {}\n"), ns)
+	f, err := tr.Fleet(ctx, canary.DefaultLabel, gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "gw-" + oldest.name + "." + ns; strings.Join(f.Canaries, ",") != want || len(f.Unlabelled) != 0 {
+		t.Errorf("fleet %+v, want the canary %s and nothing unlabelled", f, want)
+	}
+	if f, err = tr.Fleet(ctx, "example.com/nobody", gateway); err != nil || len(f.Canaries) != 0 || len(f.Unlabelled) != 2 {
+		t.Errorf("a label nobody carries: %+v %v", f, err)
+	}
+	sidecars := rollout.ScopeOf(rendered(t, "target:\n  context: SIDECAR_INBOUND\ngzip: {}\n"), ns)
+	if f, err = tr.Fleet(ctx, "example.com/nobody", sidecars); err != nil || len(f.Canaries)+len(f.Unlabelled) != 0 {
+		t.Errorf("a set for sidecars counts the gateways: %+v %v", f, err)
+	}
 }
