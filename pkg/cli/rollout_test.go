@@ -10,6 +10,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/cli"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
@@ -47,6 +48,16 @@ func TestStatusShowsTheCanary(t *testing.T) {
 	}
 	if strings.Contains(out, "rollout promote") {
 		t.Error("an ended rollout offers promote")
+	}
+}
+
+func TestStatusShowsSilentProxies(t *testing.T) {
+	r := testRollout()
+	r.Silent = []rollout.Silent{{Name: "gw-gone.istio-system", Type: "gateway", LastSeen: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}}
+	c, _ := statusCluster(t, testStatus(r))
+	code, out, _ := runIn(t, c, "status")
+	if want := "silent: gateway gw-gone.istio-system, no istiod reports it since 2026-03-01T10:00:00Z ("; code != cli.ExitOK || !strings.Contains(out, want) {
+		t.Errorf("exit %d, stdout lacks %q:\n%s", code, want, out)
 	}
 }
 

@@ -207,10 +207,17 @@ func writeRollout(ew *errWriter, st *status.Status) {
 		}
 		ew.printf("… and %d more %s not listed\n", r.Unlisted, noun)
 	}
+	for _, p := range r.Silent {
+		ew.printf("silent: %s %s, no istiod reports it since %s (%s ago)\n", orDash(p.Type), p.Name,
+			p.LastSeen.UTC().Format(time.RFC3339), now().Sub(p.LastSeen).Round(time.Second))
+	}
 	for _, i := range r.Unreachable() {
 		ew.printf("istiod %s unreachable: %s\n", i.Address, i.Error)
 	}
 }
+
+// now is the clock status prints durations against (tests).
+var now = time.Now
 
 // truncate puts s on one line of at most n characters, ending in "…" when
 // cut.

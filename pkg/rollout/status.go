@@ -71,6 +71,20 @@ type Status struct {
 	// is tracked (Generation.Label); at most MaxListed each.
 	Canaries   []Proxy  `json:"canaries,omitempty"`
 	Unlabelled []string `json:"unlabelled,omitempty"`
+	// Silent are proxies the set reaches that were connected earlier and
+	// that no istiod reports now, with when they were last seen; listed
+	// for SilentMemory, at most MaxListed.
+	Silent []Silent `json:"silent,omitempty"`
+}
+
+// Silent is a proxy that stopped answering: disconnected from every
+// istiod.
+type Silent struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// LastSeen is when the controller last saw it connected (its own
+	// clock).
+	LastSeen time.Time `json:"lastSeen"`
 }
 
 // Track is where a proxy stands in a canary phase.
@@ -157,6 +171,9 @@ func (s *Status) Summary() string {
 			fmt.Fprintf(&b, "%s%d %s", sep, n, st)
 			sep = ", "
 		}
+	}
+	if n := len(s.Silent); n > 0 {
+		fmt.Fprintf(&b, "; %d silent", n)
 	}
 	if u := s.Unreachable(); len(u) > 0 {
 		fmt.Fprintf(&b, "; %d of %d istiod unreachable", len(u), len(s.Istiod))

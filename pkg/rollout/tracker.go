@@ -128,7 +128,20 @@ type Tracker struct {
 	trackedAt time.Time
 	// marks are, per istiod address, what its push counters say of gen.
 	marks map[string]mark
+	// seen are the proxies in scope seen connected, by name, with when
+	// they were last seen (on this process's clock), across generations.
+	seen map[string]seenProxy
 }
+
+// seenProxy is a proxy the tracker saw connected.
+type seenProxy struct {
+	at   time.Time
+	sync ProxySync
+}
+
+// SilentMemory is how long a proxy that disconnected is reported silent;
+// after that it is taken as gone for good (scaled down, replaced).
+const SilentMemory = time.Hour
 
 // mark is what one istiod's push counters say of a set: pushes up to lo
 // were sent while its configuration store did not hold the set yet, so
@@ -388,6 +401,7 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 	// that sent it listeners last.
 	byID := map[string]Proxy{}
 	sentAt := map[string]time.Time{}
+	var synced []ProxySync
 	t.mu.Lock()
 	elapsed := t.now().Sub(t.trackedAt)
 	t.mu.Unlock()
@@ -407,8 +421,10 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 			}
 			sentAt[p.ProxyID] = lds
 			byID[p.ProxyID] = t.judge(gen, a, elapsed, p)
+			synced = append(synced, p)
 		}
 	}
+	t.silent(st, gen, answers, synced)
 	for _, p := range byID {
 		switch p.Track {
 		case TrackCanary:
@@ -441,6 +457,37 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 		st.Proxies = st.Proxies[:MaxListed]
 	}
 	return st
+}
+
+// silent records the proxies now connected as seen, and lists in st those
+// gen reaches that were seen before and that no istiod reports now, with
+// when they were last seen.
+// While some istiod did not answer, its proxies can't be told from silent
+// ones, so none is listed.
+func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []ProxySync) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at := t.now()
+	if t.seen == nil {
+		t.seen = map[string]seenProxy{}
+	}
+	for _, p := range now {
+		t.seen[p.Name()] = seenProxy{at: at, sync: p}
+	}
+	for _, a := range answers {
+		if a.err != nil {
+			return
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.seen)) {
+		p := t.seen[name]
+		switch {
+		case at.Sub(p.at) > SilentMemory:
+			delete(t.seen, name)
+		case p.at.Before(at) && gen.Scope.Reaches(p.sync) && len(st.Silent) < MaxListed:
+			st.Silent = append(st.Silent, Silent{Name: name, Type: p.sync.Kind(), LastSeen: p.at.UTC()})
+		}
+	}
 }
 
 // judge decides one proxy's state from what its istiod (a) says, elapsed

@@ -329,3 +329,56 @@ func TestClockSkew(t *testing.T) {
 		t.Errorf("with skewed clocks: %+v", st)
 	}
 }
+
+// A proxy that was connected and no istiod reports any more is listed
+// silent, with when it was last seen; not while an istiod doesn't answer
+// (its proxies can't be told apart), not once it is back, and not after
+// SilentMemory.
+func TestSilentProxies(t *testing.T) {
+	a := newIstiod(t)
+	a.set(setV1, proxy(gw("1"), 7), proxy(gw("2"), 7))
+	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+	clock := since
+	tr.now = func() time.Time { return clock }
+	tr.Track(generation("v1", setV1))
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Silent) != 0 || st.Selected != 2 {
+		t.Fatalf("both connected: %+v", st)
+	}
+	clock = clock.Add(time.Minute)
+	a.set(setV1, proxy(gw("1"), 8))
+	tr.Poll(context.Background())
+	st := tr.Status()
+	if len(st.Silent) != 1 || st.Silent[0].Name != "gw-2.istio-system" || st.Silent[0].Type != "gateway" || !st.Silent[0].LastSeen.Equal(since) {
+		t.Fatalf("gw-2 gone: %+v", st.Silent)
+	}
+	if !strings.HasSuffix(st.Summary(), "; 1 silent") {
+		t.Errorf("summary %q", st.Summary())
+	}
+	// A second istiod that doesn't answer: nothing can be called silent.
+	tr.Source = Static{a.URL, "http://127.0.0.1:1"}
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Silent) != 0 {
+		t.Errorf("with an istiod down: %+v", st.Silent)
+	}
+	tr.Source = Static{a.URL}
+	// A new generation still remembers it.
+	tr.Track(generation("v2", setV1))
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Silent) != 1 {
+		t.Errorf("after a new set: %+v", st.Silent)
+	}
+	// Back: no longer silent.
+	a.set(setV1, proxy(gw("1"), 9), proxy(gw("2"), 9))
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Silent) != 0 {
+		t.Errorf("back: %+v", st.Silent)
+	}
+	// Gone for longer than SilentMemory: forgotten.
+	a.set(setV1, proxy(gw("1"), 10))
+	clock = clock.Add(SilentMemory + time.Minute)
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Silent) != 0 {
+		t.Errorf("after %v: %+v", SilentMemory, st.Silent)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -382,5 +383,44 @@ func TestFleetFromIstiod(t *testing.T) {
 	sidecars := rollout.ScopeOf(rendered(t, "target:\n  context: SIDECAR_INBOUND\ngzip: {}\n"), ns)
 	if f, err = tr.Fleet(ctx, "example.com/nobody", sidecars); err != nil || len(f.Canaries)+len(f.Unlabelled) != 0 {
 		t.Errorf("a set for sidecars counts the gateways: %+v %v", f, err)
+	}
+}
+
+// A gateway that stops is reported silent, with when it was last seen,
+// in the status and by `globalconfig status`: a real Envoy, killed.
+func TestSilentGateway(t *testing.T) {
+	ctx := setup(t)
+	prune(ctx, t, nil)
+	putConfig(ctx, t, "downstream:\n  idleTimeout: 180\n")
+	name := "gw-short-lived." + ns
+	g, err := cluster.StartEnvoyGateway(ctx, istiod, harness.GatewayOptions{
+		Name: "short-lived", Binary: newest.Binary, IP: "10.1.3.9",
+		Labels:   map[string]string{"istio": "ingressgateway", canary.DefaultLabel: "false"},
+		Clusters: []*clusterv3.Cluster{sds.BootstrapCluster()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Kill)
+	startController(ctx, t, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	waitRollout(ctx, t, "three gateways synced", func(st *rollout.Status) bool {
+		return st.Proxy(name).State == rollout.Synced && st.Synced == 3
+	})
+	killed := time.Now()
+	g.Kill()
+	st := waitRollout(ctx, t, "the killed gateway silent", func(st *rollout.Status) bool { return len(st.Silent) == 1 })
+	s := st.Silent[0]
+	if s.Name != name || s.Type != "gateway" || s.LastSeen.After(killed) || killed.Sub(s.LastSeen) > rolloutBound {
+		t.Errorf("silent %+v, killed at %v", s, killed)
+	}
+	if st.Selected != 2 || st.Proxy(name).Name != "" {
+		t.Errorf("the killed gateway is still counted: %+v", st)
+	}
+	var out, errs bytes.Buffer
+	if code := cli.Main([]string{"status", "--kubeconfig", cluster.AdminKubeconfig}, cli.Env{Stdout: &out, Stderr: &errs}); code != cli.ExitOK {
+		t.Fatalf("globalconfig status: exit %d: %s", code, errs.String())
+	}
+	if want := "silent: gateway " + name + ", no istiod reports it since "; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "; 1 silent") {
+		t.Errorf("globalconfig status lacks %q:\n%s", want, out.String())
 	}
 }
