@@ -25,6 +25,7 @@ import (
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -39,6 +40,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/render"
@@ -194,6 +196,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	configMaps := kubeInformers.Core().V1().ConfigMaps()
 
 	var publisher *mcp.Publisher
+	var mcpSynced []cache.InformerSynced
 	if opts.Sink.MCP() {
 		// Listen first: istiod refuses to start while its config source
 		// doesn't answer, so the port must be open as soon as possible.
@@ -224,6 +227,48 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 			return err
 		}
 		cfg.MCPNack = publisher.LastNack
+		// The canary rollout the elected controller decides: its status
+		// and the last good copy, one ConfigMap each, watched by name.
+		var byName []informers.SharedInformerFactory
+		for _, name := range []string{status.ConfigMapName(cfg.Name), controller.LastGoodName(cfg.Name)} {
+			f := informers.NewSharedInformerFactoryWithOptions(watchKube, opts.Resync, informers.WithNamespace(cfg.Namespace),
+				informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+					o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+				}))
+			if _, err := f.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(any) { publisher.Changed() },
+				UpdateFunc: func(any, any) { publisher.Changed() },
+				DeleteFunc: func(any) { publisher.Changed() },
+			}); err != nil {
+				return err
+			}
+			byName = append(byName, f)
+			mcpSynced = append(mcpSynced, f.Core().V1().ConfigMaps().Informer().HasSynced)
+		}
+		statusCMs, lastGoodCMs := byName[0].Core().V1().ConfigMaps().Lister(), byName[1].Core().V1().ConfigMaps().Lister()
+		publisher.Rollout = func(context.Context) (*canary.Record, map[string]string, error) {
+			var rec *canary.Record
+			switch cm, err := statusCMs.ConfigMaps(cfg.Namespace).Get(status.ConfigMapName(cfg.Name)); {
+			case err == nil:
+				if st, err := status.Read(cm.Data); err == nil {
+					rec = st.Canary
+				}
+			case !apierrors.IsNotFound(err):
+				return nil, nil, err
+			}
+			switch cm, err := lastGoodCMs.ConfigMaps(cfg.Namespace).Get(controller.LastGoodName(cfg.Name)); {
+			case err == nil:
+				return rec, cm.Data, nil
+			case apierrors.IsNotFound(err):
+				return rec, nil, nil
+			default:
+				return nil, nil, err
+			}
+		}
+		for _, f := range byName {
+			f.Start(ctx.Done())
+			defer f.Shutdown()
+		}
 		log.Info("serving EnvoyFilters over MCP", "addr", ln.Addr().String(), "sink", string(opts.Sink))
 	}
 	cfg.Sink = string(opts.Sink)
@@ -272,7 +317,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 
 	kubeInformers.Start(ctx.Done())
 	istioInformers.Start(ctx.Done())
-	synced := []cache.InformerSynced{ctrl.HasSynced}
+	synced := append([]cache.InformerSynced{ctrl.HasSynced}, mcpSynced...)
 	if endpointInformers != nil {
 		endpointInformers.Start(ctx.Done())
 		synced = append(synced, endpointInformers.Discovery().V1().EndpointSlices().Informer().HasSynced)

@@ -6,15 +6,20 @@ import (
 	"log/slog"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/fakekube"
 )
 
@@ -115,6 +120,127 @@ func TestBothSinksDecideAlike(t *testing.T) {
 			if !maps.Equal(kube, want) || !maps.Equal(served, want) {
 				t.Errorf("prune=%v, %s: kube sink holds %v, MCP sink serves %v; want %v", c.prune, s.name, kube, served, want)
 			}
+		}
+	}
+}
+
+// The canary rollout, both sinks: the elected controller decides (start,
+// an operator's promote, a roll back after a silent bake time), and the
+// MCP publisher, following the record in the status and the last good
+// copy, serves exactly the set the kube sink holds at every step,
+// restarts of both included. Each step names the pair (stable, candidate)
+// both must hold split, or the one document both must hold.
+func TestBothSinksRollOutAlike(t *testing.T) {
+	const policy = "rollout:\n  strategy: Canary\n  bakeTime: 1m\n"
+	docA, docB, docC := policy+"gzip: {chunkSize: 8192}\n", policy+"gzip: {chunkSize: 16384}\nbrotli: {}\n", policy+"zstd: {}\n"
+	fc := fakekube.New()
+	renderer := render.New()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	clock := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	newController := func() *controller.Controller {
+		return controller.New(controller.Config{Namespace: testNS, Name: testName, FieldManager: "globalconfig", Renderer: renderer,
+			RootNamespace: testNS, Now: func() time.Time { return clock }},
+			fc.Kube, fc.Istio, fc.KubeInf.Core().V1().ConfigMaps(), fc.IstioInf.Networking().V1alpha3().EnvoyFilters(),
+			record.NewFakeRecorder(100), controller.NewMetrics(prometheus.NewRegistry()), log)
+	}
+	newPublisher := func() *mcp.Publisher {
+		p := mcp.NewPublisher(mcp.NewMetrics(prometheus.NewRegistry()), renderer)
+		p.ConfigMaps, p.Namespace, p.Name, p.Log = fc.KubeInf.Core().V1().ConfigMaps().Lister(), testNS, testName, log
+		p.LastGood = func(ctx context.Context) (map[string]string, error) {
+			return controller.ReadLastGood(ctx, fc.Kube, testNS, testName)
+		}
+		p.Rollout = func(ctx context.Context) (*canary.Record, map[string]string, error) {
+			var rec *canary.Record
+			if cm, err := fc.Kube.CoreV1().ConfigMaps(testNS).Get(ctx, status.ConfigMapName(testName), metav1.GetOptions{}); err == nil {
+				st, err := status.Read(cm.Data)
+				if err != nil {
+					return nil, nil, err
+				}
+				rec = st.Canary
+			}
+			data, err := controller.ReadLastGood(ctx, fc.Kube, testNS, testName)
+			return rec, data, err
+		}
+		p.Server = mcp.NewServer(log, p.Observer())
+		return p
+	}
+	set := func(doc string) []*envoyfilter.Object {
+		res := render.New().FromConfigMap(map[string]string{document.DataKey: doc})
+		if !res.Valid() {
+			t.Fatal(res.Problems)
+		}
+		return res.Objects
+	}
+	split := func(from, to string) []*envoyfilter.Object {
+		objs, err := canary.Split(set(from), set(to), canary.DefaultLabel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+	ctl, pub := newController(), newPublisher()
+	var rec *canary.Record
+	for _, s := range []struct {
+		name    string
+		do      func()
+		restart bool
+		want    []*envoyfilter.Object
+		phase   canary.Phase
+	}{
+		{name: "the first set goes out directly", do: func() { fc.PutConfig(t, testNS, testName, docA) }, want: set(docA)},
+		{name: "a change: the canary set", do: func() { fc.PutConfig(t, testNS, testName, docB) }, want: split(docA, docB), phase: canary.InCanary},
+		{name: "both restart in the phase", restart: true, want: split(docA, docB), phase: canary.InCanary},
+		{name: "an operator promotes", do: func() {
+			fc.Annotate(t, testNS, testName, canary.AnnotationAction, rec.Request(canary.ActionPromote))
+		}, want: set(docB), phase: canary.Promoted},
+		{name: "another change: the canary set from the promoted one", do: func() { fc.PutConfig(t, testNS, testName, docC) }, want: split(docB, docC), phase: canary.InCanary},
+		{name: "the bake time passes with no canary: rolled back", do: func() { clock = clock.Add(2 * time.Minute) }, want: set(docB), phase: canary.RolledBack},
+		{name: "both restart: still rolled back", restart: true, want: set(docB), phase: canary.RolledBack},
+	} {
+		if s.restart {
+			ctl, pub = newController(), newPublisher()
+		}
+		if s.do != nil {
+			s.do()
+		}
+		// The controller decides and writes its status; then the publisher
+		// follows. A second round settles what the first one changed.
+		for range 2 {
+			if err := ctl.Sync(context.Background()); err != nil {
+				t.Fatalf("%s: sync: %v", s.name, err)
+			}
+			fc.Deliver(t)
+			pub.Sync()
+		}
+		want := map[string]string{}
+		for _, o := range s.want {
+			want[o.Metadata.Namespace+"/"+o.Metadata.Name] = o.Hash()
+		}
+		kube := map[string]string{}
+		for name, hash := range fc.Live(t, testNS) {
+			kube[testNS+"/"+name] = hash
+		}
+		served, err := pub.Server.Served()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(kube, want) || !maps.Equal(served, want) {
+			t.Errorf("%s: kube sink holds %v, MCP sink serves %v; want %v", s.name, kube, served, want)
+		}
+		cm, err := fc.Kube.CoreV1().ConfigMaps(testNS).Get(context.Background(), status.ConfigMapName(testName), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := status.Read(cm.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec = st.Canary
+		switch {
+		case s.phase == "" && rec != nil:
+			t.Errorf("%s: a canary record %+v", s.name, rec)
+		case s.phase != "" && (rec == nil || rec.Phase != s.phase):
+			t.Errorf("%s: record %+v, want phase %s", s.name, rec, s.phase)
 		}
 	}
 }

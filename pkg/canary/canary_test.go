@@ -296,3 +296,43 @@ func TestPolicyValidation(t *testing.T) {
 }
 
 func secs(d time.Duration) items.Seconds { return items.Seconds{Duration: d} }
+
+// A follower serves what the record says of its document and decides
+// nothing: it holds while the record is about another document or its
+// last good copy lags, and never starts or ends a phase.
+func TestFollow(t *testing.T) {
+	stable := set(t, "gzip: {}\n")
+	cand := set(t, "gzip:\n  minContentLength: 2048\n")
+	in := canary.Input{Policy: policy(), Document: "doc1", Candidate: cand, Stable: &stable, Now: t0, Follow: true, Baked: true}
+	rec := func(p canary.Phase, doc, from string) *canary.Record {
+		return &canary.Record{Phase: p, Document: doc, From: from, To: cand.Hash, Label: canary.DefaultLabel}
+	}
+	split, err := canary.Split(stable.Objects, cand.Objects, canary.DefaultLabel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		record *canary.Record
+		hold   bool
+		want   string
+	}{
+		{"no record yet: hold", nil, true, ""},
+		{"a record of another document: hold", rec(canary.InCanary, "doc0", stable.Hash), true, ""},
+		{"in the phase: the canary set", rec(canary.InCanary, "doc1", stable.Hash), false, render.SetHash(split)},
+		{"the last good copy lags: hold", rec(canary.InCanary, "doc1", "other"), true, ""},
+		{"promoted", rec(canary.Promoted, "doc1", stable.Hash), false, cand.Hash},
+		{"rolled back", rec(canary.RolledBack, "doc1", stable.Hash), false, stable.Hash},
+	} {
+		out := step(t, with(in, func(in *canary.Input) {
+			in.Record = tc.record
+			in.Verdict = canary.Verdict{Known: true, Canaries: []canary.Answer{{Name: "c", State: canary.StateNACKed}}}
+		}))
+		if out.Hold != tc.hold || (!tc.hold && render.SetHash(out.Deliver) != tc.want) || out.Started || out.Ended || out.Record != tc.record {
+			t.Errorf("%s: %+v", tc.name, out)
+		}
+	}
+	if out := step(t, with(in, func(in *canary.Input) { in.Policy = canary.Policy{} })); out.Hold || render.SetHash(out.Deliver) != cand.Hash {
+		t.Errorf("without a policy: %+v", out)
+	}
+}

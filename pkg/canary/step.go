@@ -145,6 +145,12 @@ type Input struct {
 	Fleet func(label string, candidate []*envoyfilter.Object) Verdict
 	// Now stamps Started and Ended.
 	Now time.Time
+	// Follow makes the step decide nothing of its own: it delivers what
+	// Record, written by the one process that decides (the elected
+	// controller), says of this document, and holds what it delivers
+	// while Record is not about this document yet. MCP publishers, one
+	// per istiod, follow the elected controller this way.
+	Follow bool
 }
 
 // Output is what to deliver, and the rollout record to keep.
@@ -166,6 +172,9 @@ type Output struct {
 // Step decides one sync of a valid document: go direct, start or continue
 // a canary phase, promote, or roll back.
 func Step(in Input) (Output, error) {
+	if in.Follow {
+		return follow(in)
+	}
 	r := in.Record
 	if r != nil && r.Document == in.Document && r.To == in.Candidate.Hash {
 		switch r.Phase {
@@ -209,6 +218,32 @@ func Step(in Input) (Output, error) {
 		}
 	}
 	return Output{Deliver: split, Record: rec, Started: true}, nil
+}
+
+// follow is Step for a follower: the set Record says for this document.
+func follow(in Input) (Output, error) {
+	direct := Output{Deliver: in.Candidate.Objects, Record: in.Record}
+	if !in.Policy.Enabled() || in.Stable == nil || in.Stable.Hash == in.Candidate.Hash {
+		return direct, nil
+	}
+	r := in.Record
+	if r == nil || r.Document != in.Document || r.To != in.Candidate.Hash {
+		return Output{Record: r, Hold: true}, nil
+	}
+	switch r.Phase {
+	case Promoted:
+		return direct, nil
+	case RolledBack:
+		return Output{Deliver: in.Stable.Objects, Record: r}, nil
+	}
+	if r.From != in.Stable.Hash {
+		return Output{Record: r, Hold: true}, nil // the last good copy is not updated yet
+	}
+	split, err := Split(in.Stable.Objects, in.Candidate.Objects, r.Label)
+	if err != nil {
+		return Output{}, err
+	}
+	return Output{Deliver: split, Record: r}, nil
 }
 
 // keep is the record to show after a direct rollout: the previous one when

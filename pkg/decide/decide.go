@@ -95,6 +95,9 @@ type Rollout struct {
 	Now     time.Time
 	// Fleet is canary.Input.Fleet.
 	Fleet func(label string, candidate []*envoyfilter.Object) canary.Verdict
+	// Follow is canary.Input.Follow: deliver what Record says, decide
+	// nothing.
+	Follow bool
 }
 
 // Decision is what every sink is to deliver, and what to report.
@@ -156,7 +159,7 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 		d := Decision{Source: Document, Set: res.Objects, Keys: res.Keys, Diff: render.Compare(before, res.Keys),
 			Warnings: res.Warnings, Secrets: res.Secrets, Candidate: res.Objects, Document: DocumentHash(in.Data)}
 		if in.Rollout != nil {
-			return step(d, res.Rollout, in.Rollout)
+			return step(d, res.Rollout, in.Rollout, in.Fresh)
 		}
 		return d, nil
 	}
@@ -168,17 +171,21 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 	return lastGood(r, in, d)
 }
 
-// step hands a valid document's decision d to the canary step.
-func step(d Decision, policy canary.Policy, ro *Rollout) (Decision, error) {
+// step hands a valid document's decision d to the canary step. A fresh
+// sink that is to hold gets the stable set: it has nothing to keep.
+func step(d Decision, policy canary.Policy, ro *Rollout, fresh bool) (Decision, error) {
 	out, err := canary.Step(canary.Input{
 		Policy: policy, Document: d.Document, Candidate: canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)},
 		Stable: ro.Stable, Record: ro.Record, Verdict: ro.Verdict, Baked: ro.Baked, Action: ro.Action, Now: ro.Now, Fleet: ro.Fleet,
+		Follow: ro.Follow,
 	})
 	if err != nil {
 		return Decision{}, err
 	}
 	d.Rollout = &out
 	switch {
+	case out.Hold && fresh && ro.Stable != nil:
+		d.Source, d.Set = LastGood, ro.Stable.Objects
 	case out.Hold:
 		d.Source, d.Set = None, nil
 	case out.Record != nil && out.Record.Phase == canary.InCanary:

@@ -12,7 +12,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/decide"
+	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
@@ -34,6 +36,12 @@ type Publisher struct {
 	// LastGood reads the stored last good document (the data of
 	// controller.LastGoodName's ConfigMap), nil when there is none.
 	LastGood func(context.Context) (map[string]string, error)
+	// Rollout, when set, reads the canary rollout the elected controller
+	// decided (the status's canary record, nil for none) and the stored
+	// last good document's data: a document with a canary policy is
+	// served as that record says (decide.Rollout.Follow), so every istiod
+	// gets the same canary set as the kube sink.
+	Rollout func(context.Context) (*canary.Record, map[string]string, error)
 
 	renderer *render.Renderer
 	metrics  *Metrics
@@ -47,6 +55,9 @@ type Publisher struct {
 	published     bool
 	publishedHash string
 	applied       *decide.Applied
+	// stable is the last good document's set, and stableText its text.
+	stable     *canary.Set
+	stableText string
 }
 
 // Metrics are the MCP server's Prometheus metrics.
@@ -127,6 +138,12 @@ func (p *Publisher) Sync() {
 	default:
 		in.Data = cm.Data
 	}
+	if !in.Missing && p.Rollout != nil {
+		if in.Rollout, err = p.follow(ctx); err != nil {
+			p.Log.Error("mcp: read the canary rollout", "err", err)
+			return
+		}
+	}
 	d, err := decide.Decide(p.renderer, in)
 	if err != nil {
 		p.Log.Error("mcp: read the last good document", "err", err)
@@ -147,6 +164,28 @@ func (p *Publisher) Sync() {
 	if d.Deliver() {
 		p.applied = d.Applied()
 	}
+}
+
+// follow is the canary step's input of a follower: the elected
+// controller's record and the last good document's set.
+func (p *Publisher) follow(ctx context.Context) (*decide.Rollout, error) {
+	rec, data, err := p.Rollout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	text, ok := data[document.DataKey]
+	switch {
+	case !ok:
+		p.stable, p.stableText = nil, ""
+	case p.stable == nil || text != p.stableText:
+		// A renderer of its own: the old document must not evict the
+		// current one's built items from the shared cache.
+		p.stable, p.stableText = nil, text
+		if res := render.New().FromConfigMap(data); res.Valid() {
+			p.stable = &canary.Set{Objects: res.Objects, Hash: render.SetHash(res.Objects)}
+		}
+	}
+	return &decide.Rollout{Follow: true, Stable: p.stable, Record: rec}, nil
 }
 
 // serverSink is the MCP sink: it serves the set to every istiod.

@@ -66,6 +66,28 @@ func (c *Cluster) PutConfig(t testing.TB, namespace, name, doc string) {
 	}
 }
 
+// Annotate sets an annotation of the ConfigMap namespace/name in the API
+// and the informer's cache.
+func (c *Cluster) Annotate(t testing.TB, namespace, name, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	cms := c.Kube.CoreV1().ConfigMaps(namespace)
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[key] = value
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.KubeInf.Core().V1().ConfigMaps().Informer().GetStore().Update(cm); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // DeleteConfig removes the ConfigMap namespace/name from the API and the
 // cache.
 func (c *Cluster) DeleteConfig(t testing.TB, namespace, name string) {
