@@ -219,30 +219,8 @@ func createMesh(ctx context.Context, dir string) error {
 	var names []string
 	for _, g := range gateways {
 		names = append(names, ns+"/"+g.name)
-		obj := &clientnetworkingv1.Gateway{
-			ObjectMeta: metav1.ObjectMeta{Name: g.name, Namespace: ns},
-			Spec: networkingv1.Gateway{
-				Selector: map[string]string{"gateway": g.name},
-				Servers: []*networkingv1.Server{{
-					Port:  &networkingv1.Port{Number: httpPort, Name: "http", Protocol: "HTTP"},
-					Hosts: []string{"*"},
-				}, {
-					Port:  &networkingv1.Port{Number: httpsPort, Name: "https", Protocol: "HTTPS"},
-					Hosts: []string{"*"},
-					Tls: &networkingv1.ServerTLSSettings{Mode: networkingv1.ServerTLSSettings_SIMPLE,
-						ServerCertificate: certFile, PrivateKey: keyFile},
-				}},
-			},
-		}
-		if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create gateway %s: %w", g.name, err)
-		}
-		lo, err := harness.LoopbackListeners("loopback-"+g.name, map[string]string{"gateway": g.name}, g.ip, httpPort, httpsPort)
-		if err != nil {
+		if err := gatewayMesh(ctx, g); err != nil {
 			return err
-		}
-		if err := cluster.Apply(ctx, lo); err != nil {
-			return fmt.Errorf("loopback EnvoyFilter for %s: %w", g.name, err)
 		}
 	}
 	if err := cluster.CreateLoopbackService(ctx, backendHost, backendPort, back.Addr.Port); err != nil {
@@ -270,6 +248,37 @@ func createMesh(ctx context.Context, dir string) error {
 }
 
 // waitServing waits until a request through g reaches the backend.
+// gatewayMesh creates what g serves on: its own Gateway object (HTTP and
+// HTTPS), moved to its loopback address by a hand-written EnvoyFilter.
+func gatewayMesh(ctx context.Context, g *gw) error {
+	obj := &clientnetworkingv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: g.name, Namespace: ns},
+		Spec: networkingv1.Gateway{
+			Selector: map[string]string{"gateway": g.name},
+			Servers: []*networkingv1.Server{{
+				Port:  &networkingv1.Port{Number: httpPort, Name: "http", Protocol: "HTTP"},
+				Hosts: []string{"*"},
+			}, {
+				Port:  &networkingv1.Port{Number: httpsPort, Name: "https", Protocol: "HTTPS"},
+				Hosts: []string{"*"},
+				Tls: &networkingv1.ServerTLSSettings{Mode: networkingv1.ServerTLSSettings_SIMPLE,
+					ServerCertificate: certFile, PrivateKey: keyFile},
+			}},
+		},
+	}
+	if _, err := cluster.Istio.NetworkingV1().Gateways(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create gateway %s: %w", g.name, err)
+	}
+	lo, err := harness.LoopbackListeners("loopback-"+g.name, map[string]string{"gateway": g.name}, g.ip, httpPort, httpsPort)
+	if err != nil {
+		return err
+	}
+	if err := cluster.Apply(ctx, lo); err != nil {
+		return fmt.Errorf("loopback EnvoyFilter for %s: %w", g.name, err)
+	}
+	return nil
+}
+
 func waitServing(ctx context.Context, g *gw) error {
 	var last error
 	ok := harness.Eventually(ctx, 60*time.Second, func() bool {
