@@ -52,6 +52,9 @@ const (
 
 	// NamePrefix starts the name of every generated EnvoyFilter.
 	NamePrefix = "globalconfig-"
+	// CanarySuffix ends the name of an item's new version during a canary
+	// rollout (package canary); no item's own name may end in it.
+	CanarySuffix = "-canary"
 )
 
 // ObjectName is the name of the EnvoyFilter generated for item: the item

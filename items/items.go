@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -112,6 +113,9 @@ func Register(r Registration) {
 	}
 	if msgs := validation.IsDNS1123Subdomain(envoyfilter.ObjectName(r.Name)); len(msgs) > 0 {
 		panic(fmt.Sprintf("items: %q does not make a valid object name: %v", r.Name, msgs))
+	}
+	if strings.HasSuffix(envoyfilter.ObjectName(r.Name), envoyfilter.CanarySuffix) {
+		panic(fmt.Sprintf("items: %q makes an object name ending in %q, which a canary rollout gives another item's new version", r.Name, envoyfilter.CanarySuffix))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -46,6 +46,7 @@ func TestRegister(t *testing.T) {
 		items.Register(items.Registration{Name: "test-notoggle", Stage: stage, New: func() items.Item { return notToggled{} }})
 	})
 	mustPanic(t, "valid object name", func() { items.Register(items.Registration{Name: "bad_name!", Stage: stage, New: newFake}) })
+	mustPanic(t, "a canary rollout gives", func() { items.Register(items.Registration{Name: "gzipCanary", Stage: stage, New: newFake}) })
 	for _, name := range []string{"test-nofactory", "test-nostage", "test-notoggle"} {
 		if _, ok := items.Lookup(name); ok {
 			t.Errorf("the failed registration %s was kept", name)

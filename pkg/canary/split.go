@@ -23,8 +23,8 @@ const (
 const LabelTrack = "globalconfig.io/track"
 
 // NameSuffix ends the name of a changed item's new version during a
-// canary phase.
-const NameSuffix = "-canary"
+// canary phase; the item registry refuses item names that end in it.
+const NameSuffix = envoyfilter.CanarySuffix
 
 // Changed lists the items whose EnvoyFilter differs between the sets
 // stable and candidate (added, changed or removed), sorted.
