@@ -102,26 +102,40 @@ func TestBothSinksDecideAlike(t *testing.T) {
 			fc.Deliver(t)
 			pub.Sync()
 
-			want := map[string]string{}
+			want := contents(nil)
 			if s.want != "" {
-				res := renderer.FromConfigMap(map[string]string{document.DataKey: s.want})
-				for _, o := range res.Objects {
-					want[o.Metadata.Namespace+"/"+o.Metadata.Name] = o.Hash()
-				}
+				want = contents(renderer.FromConfigMap(map[string]string{document.DataKey: s.want}).Objects)
 			}
-			kube := map[string]string{}
-			for name, hash := range fc.Live(t, testNS) {
-				kube[testNS+"/"+name] = hash
-			}
-			served, err := pub.Server.Served()
-			if err != nil {
-				t.Fatal(err)
-			}
+			kube, served := holdings(t, fc, pub)
 			if !maps.Equal(kube, want) || !maps.Equal(served, want) {
 				t.Errorf("prune=%v, %s: kube sink holds %v, MCP sink serves %v; want %v", c.prune, s.name, kube, served, want)
 			}
 		}
 	}
+}
+
+// contents are objs by namespace/name → content hash.
+func contents(objs []*envoyfilter.Object) map[string]string {
+	out := map[string]string{}
+	for _, o := range objs {
+		out[o.Metadata.Namespace+"/"+o.Metadata.Name] = o.Hash()
+	}
+	return out
+}
+
+// holdings are what the kube sink holds (the API's EnvoyFilters) and what
+// the MCP sink serves, as contents.
+func holdings(t *testing.T, fc *fakekube.Cluster, pub *mcp.Publisher) (kube, served map[string]string) {
+	t.Helper()
+	kube = map[string]string{}
+	for name, hash := range fc.Live(t, testNS) {
+		kube[testNS+"/"+name] = hash
+	}
+	served, err := pub.Server.Served()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, served
 }
 
 // The canary rollout, both sinks: the elected controller decides (start,
@@ -212,18 +226,8 @@ func TestBothSinksRollOutAlike(t *testing.T) {
 			fc.Deliver(t)
 			pub.Sync()
 		}
-		want := map[string]string{}
-		for _, o := range s.want {
-			want[o.Metadata.Namespace+"/"+o.Metadata.Name] = o.Hash()
-		}
-		kube := map[string]string{}
-		for name, hash := range fc.Live(t, testNS) {
-			kube[testNS+"/"+name] = hash
-		}
-		served, err := pub.Server.Served()
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := contents(s.want)
+		kube, served := holdings(t, fc, pub)
 		if !maps.Equal(kube, want) || !maps.Equal(served, want) {
 			t.Errorf("%s: kube sink holds %v, MCP sink serves %v; want %v", s.name, kube, served, want)
 		}
