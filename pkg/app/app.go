@@ -103,6 +103,10 @@ type RolloutOptions struct {
 	Timeout   time.Duration
 	// RootNamespace is Istio's root namespace.
 	RootNamespace string
+	// WatchPods watches the pods with an Istio proxy, cluster-wide, to
+	// report those that never connect (after ConnectGrace).
+	WatchPods    bool
+	ConnectGrace time.Duration
 }
 
 // Leader election timing: a dead leader's lease expires after
@@ -278,6 +282,11 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "globalconfig"})
 	tracker, endpointInformers, err := newTracker(opts.Rollout, watchKube, opts.Resync)
+	if err == nil && tracker != nil && opts.Rollout.WatchPods {
+		pods := newPodSource(watchKube, opts.Resync)
+		tracker.Expected, tracker.Grace = pods, opts.Rollout.ConnectGrace
+		pods.start(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -336,6 +345,48 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return nil
 	}
 	return lead(ctx, opts, kube, metrics, ctrl, log)
+}
+
+// podSource lists the proxies that should be connected from an informer
+// on the pods Istio injected, cluster-wide, keeping only what
+// rollout.ExpectedFromPods reads. Startup never waits for it: until it
+// has synced (or while RBAC refuses it) nothing is called unconnected.
+type podSource struct {
+	informer cache.SharedIndexInformer
+	factory  informers.SharedInformerFactory
+}
+
+func newPodSource(kube kubernetes.Interface, resync time.Duration) *podSource {
+	f := informers.NewSharedInformerFactoryWithOptions(kube, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = rollout.LabelCanonicalName }),
+		informers.WithTransform(func(obj any) (any, error) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok {
+				return obj, nil
+			}
+			return &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, ResourceVersion: p.ResourceVersion,
+					DeletionTimestamp: p.DeletionTimestamp, Annotations: map[string]string{rollout.AnnotationTemplates: p.Annotations[rollout.AnnotationTemplates]}},
+				Status: corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime},
+			}, nil
+		}))
+	return &podSource{informer: f.Core().V1().Pods().Informer(), factory: f}
+}
+
+func (s *podSource) start(ctx context.Context) { s.factory.Start(ctx.Done()) }
+
+// Expected implements rollout.ExpectedSource.
+func (s *podSource) Expected() ([]rollout.Expected, bool) {
+	if !s.informer.HasSynced() {
+		return nil, false
+	}
+	var pods []*corev1.Pod
+	for _, obj := range s.informer.GetStore().List() {
+		if p, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return rollout.ExpectedFromPods(pods), true
 }
 
 // newTracker builds the rollout tracker of o (nil when disabled), with

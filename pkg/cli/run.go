@@ -71,6 +71,8 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	})
 	fs.StringVar(&o.Rollout.TokenFile, "istiod-token-file", "", "a ServiceAccount token with audience istio-ca, sent to istiod (needed unless istiod is on localhost)")
 	fs.DurationVar(&o.Rollout.Timeout, "rollout-timeout", rollout.DefaultTimeout, "how long proxies may take to ACK a new set before they count as Stale")
+	fs.BoolVar(&o.Rollout.WatchPods, "rollout-watch-pods", true, "watch the running pods Istio injected (cluster-wide, labels and phase only) to report those whose proxy never connects to istiod; needs list and watch on pods")
+	fs.DurationVar(&o.Rollout.ConnectGrace, "rollout-connect-grace", rollout.ConnectGrace, "how long an injected pod's proxy may stay unconnected before the status says so")
 	fs.StringVar(&o.Rollout.RootNamespace, "mesh-root-namespace", envoyfilter.DefaultNamespace, "Istio's root namespace (meshConfig.rootNamespace): an EnvoyFilter there reaches every proxy")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level

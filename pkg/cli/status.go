@@ -211,6 +211,10 @@ func writeRollout(ew *errWriter, st *status.Status) {
 		ew.printf("silent: %s %s, no istiod reports it since %s (%s ago)\n", orDash(p.Type), p.Name,
 			p.LastSeen.UTC().Format(time.RFC3339), now().Sub(p.LastSeen).Round(time.Second))
 	}
+	for _, p := range r.Unconnected {
+		ew.printf("never connected: %s %s, its pod running since %s (%s)\n", orDash(p.Type), p.Name,
+			p.Since.UTC().Format(time.RFC3339), now().Sub(p.Since).Round(time.Second))
+	}
 	for _, i := range r.Unreachable() {
 		ew.printf("istiod %s unreachable: %s\n", i.Address, i.Error)
 	}

@@ -75,6 +75,18 @@ type Status struct {
 	// that no istiod reports now, with when they were last seen; listed
 	// for SilentMemory, at most MaxListed.
 	Silent []Silent `json:"silent,omitempty"`
+	// Unconnected are running pods with an Istio proxy the set reaches
+	// that no istiod has reported since this controller started
+	// (Tracker.Expected), listed after ConnectGrace, at most MaxListed.
+	Unconnected []Unconnected `json:"unconnected,omitempty"`
+}
+
+// Unconnected is a proxy that should be connected and never was.
+type Unconnected struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Since is when its pod started (the API server's clock).
+	Since time.Time `json:"since"`
 }
 
 // Silent is a proxy that stopped answering: disconnected from every
@@ -174,6 +186,9 @@ func (s *Status) Summary() string {
 	}
 	if n := len(s.Silent); n > 0 {
 		fmt.Fprintf(&b, "; %d silent", n)
+	}
+	if n := len(s.Unconnected); n > 0 {
+		fmt.Fprintf(&b, "; %d never connected", n)
 	}
 	if u := s.Unreachable(); len(u) > 0 {
 		fmt.Fprintf(&b, "; %d of %d istiod unreachable", len(u), len(s.Istiod))

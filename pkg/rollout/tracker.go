@@ -116,6 +116,11 @@ type Tracker struct {
 	Timeout time.Duration
 	// OnChange must not block.
 	OnChange func()
+	// Expected, when set, lists the proxies that should be connected: one
+	// the set reaches that no istiod reports is listed Unconnected, after
+	// Grace (ConnectGrace when 0).
+	Expected ExpectedSource
+	Grace    time.Duration
 	// now is the clock (tests).
 	now func() time.Time
 
@@ -131,7 +136,15 @@ type Tracker struct {
 	// seen are the proxies in scope seen connected, by name, with when
 	// they were last seen (on this process's clock), across generations.
 	seen map[string]seenProxy
+	// missing are the expected proxies no istiod reported, by name, with
+	// when this process first found them so (its clock).
+	missing map[string]time.Time
 }
+
+// ConnectGrace is how long an expected proxy may stay unconnected, on the
+// controller's clock, before it is listed: a pod that just started is
+// still connecting.
+const ConnectGrace = 30 * time.Second
 
 // seenProxy is a proxy the tracker saw connected.
 type seenProxy struct {
@@ -488,6 +501,47 @@ func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []Pro
 			st.Silent = append(st.Silent, Silent{Name: name, Type: p.sync.Kind(), LastSeen: p.at.UTC()})
 		}
 	}
+	t.unconnected(st, gen, at, now)
+}
+
+// unconnected lists in st the expected proxies gen reaches that no istiod
+// reports and that were never seen connected (those are Silent), once
+// they have been missing for ConnectGrace.
+func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []ProxySync) {
+	if t.Expected == nil {
+		return
+	}
+	expected, ok := t.Expected.Expected()
+	if !ok {
+		return
+	}
+	connected := map[string]bool{}
+	for _, p := range now {
+		connected[p.Name()] = true
+	}
+	missing := map[string]time.Time{}
+	for _, e := range expected {
+		if connected[e.Name] || !gen.Scope.Reaches(e.sync()) {
+			continue
+		}
+		if _, silent := t.seen[e.Name]; silent {
+			continue
+		}
+		first, ok := t.missing[e.Name]
+		if !ok {
+			first = at
+		}
+		missing[e.Name] = first
+		grace := t.Grace
+		if grace <= 0 {
+			grace = ConnectGrace
+		}
+		if at.Sub(first) >= grace && len(st.Unconnected) < MaxListed {
+			st.Unconnected = append(st.Unconnected, Unconnected{Name: e.Name, Type: e.Kind, Since: e.Since})
+		}
+	}
+	t.missing = missing
+	slices.SortFunc(st.Unconnected, func(a, b Unconnected) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // judge decides one proxy's state from what its istiod (a) says, elapsed

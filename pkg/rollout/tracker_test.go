@@ -8,12 +8,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	networking "istio.io/api/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 )
@@ -380,5 +383,73 @@ func TestSilentProxies(t *testing.T) {
 	tr.Poll(context.Background())
 	if st := tr.Status(); len(st.Silent) != 0 {
 		t.Errorf("after %v: %+v", SilentMemory, st.Silent)
+	}
+}
+
+type expectedList []Expected
+
+func (e expectedList) Expected() ([]Expected, bool) { return e, e != nil }
+
+// A running pod with an Istio proxy that no istiod reports is listed
+// unconnected once ConnectGrace has passed on the tracker's clock (with
+// when its pod started), not before, not when the set doesn't reach it,
+// not when it connects, and not while the pod list is unknown.
+func TestUnconnectedProxies(t *testing.T) {
+	a := newIstiod(t)
+	a.set(setV1, proxy(gw("1"), 7))
+	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+	clock := since
+	tr.now = func() time.Time { return clock }
+	podStart := since.Add(-time.Hour)
+	tr.Expected = expectedList{
+		{Name: "gw-1.istio-system", Kind: "gateway", Since: podStart},
+		{Name: "gw-9.istio-system", Kind: "gateway", Since: podStart},
+		{Name: "app-0.default", Kind: "sidecar", Since: podStart}, // a gateway set does not reach it
+	}
+	tr.Track(generation("v1", setV1))
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Unconnected) != 0 {
+		t.Fatalf("within the grace: %+v", st.Unconnected)
+	}
+	clock = clock.Add(ConnectGrace)
+	tr.Poll(context.Background())
+	st := tr.Status()
+	if len(st.Unconnected) != 1 || st.Unconnected[0] != (Unconnected{Name: "gw-9.istio-system", Type: "gateway", Since: podStart}) {
+		t.Fatalf("after the grace: %+v", st.Unconnected)
+	}
+	if !strings.HasSuffix(st.Summary(), "; 1 never connected") {
+		t.Errorf("summary %q", st.Summary())
+	}
+	tr.Expected = expectedList(nil)
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Unconnected) != 0 {
+		t.Errorf("with the pod list unknown: %+v", st.Unconnected)
+	}
+	tr.Expected = expectedList{{Name: "gw-9.istio-system", Kind: "gateway", Since: podStart}}
+	a.set(setV1, proxy(gw("1"), 8), proxy(gw("9"), 8))
+	tr.Poll(context.Background())
+	if st := tr.Status(); len(st.Unconnected) != 0 {
+		t.Errorf("connected: %+v", st.Unconnected)
+	}
+}
+
+func TestExpectedFromPods(t *testing.T) {
+	started := metav1.NewTime(since)
+	pod := func(name string, labels, annotations map[string]string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels, Annotations: annotations},
+			Status: corev1.PodStatus{Phase: phase, StartTime: &started}}
+	}
+	injected := map[string]string{LabelCanonicalName: "x"}
+	got := ExpectedFromPods([]*corev1.Pod{
+		pod("app", injected, nil, corev1.PodRunning),
+		pod("gw", injected, map[string]string{AnnotationTemplates: "gateway"}, corev1.PodRunning),
+		pod("kgw", map[string]string{LabelCanonicalName: "x", LabelGatewayName: "g", LabelGatewayClass: "istio"}, nil, corev1.PodRunning),
+		pod("waypoint", map[string]string{LabelCanonicalName: "x", LabelGatewayName: "w", LabelGatewayClass: "istio-waypoint"}, nil, corev1.PodRunning),
+		pod("done", injected, nil, corev1.PodSucceeded),
+		pod("plain", nil, nil, corev1.PodRunning),
+	})
+	want := []Expected{{"app.ns", "sidecar", since}, {"gw.ns", "gateway", since}, {"kgw.ns", "gateway", since}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }

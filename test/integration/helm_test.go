@@ -65,7 +65,7 @@ func TestHelmChart(t *testing.T) {
 
 	// What deploy/ holds, to compare with.
 	base := objects{}
-	for _, name := range []string{"serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "webhook.yaml"} {
+	for _, name := range []string{"serviceaccount.yaml", "rbac.yaml", "operator-rbac.yaml", "deployment.yaml", "webhook.yaml"} {
 		maps.Copy(base, parseFile(t, filepath.Join(root, "deploy", "base", name)))
 	}
 	certManager := parseFile(t, filepath.Join(root, "deploy", "overlays", "cert-manager", "certificate.yaml"))
@@ -155,7 +155,7 @@ func TestHelmChart(t *testing.T) {
 			if got, want := ruleSet(role.Rules), ruleSet(c.role); !slices.Equal(got, want) {
 				t.Errorf("Role rules:\n got %q\nwant %q", got, want)
 			}
-			for _, name := range []string{"globalconfig-read-envoyfilters", "globalconfig-webhook"} {
+			for _, name := range []string{"globalconfig-read-envoyfilters", "globalconfig-read-pods", "globalconfig-webhook"} {
 				if _, ok := objs["ClusterRole/"+name]; ok {
 					got := decode[rbacv1.ClusterRole](t, objs, "ClusterRole/"+name).Rules
 					want := decode[rbacv1.ClusterRole](t, base, "ClusterRole/"+name).Rules

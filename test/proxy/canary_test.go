@@ -387,8 +387,10 @@ func TestFleetFromIstiod(t *testing.T) {
 }
 
 // A gateway that stops is reported silent, with when it was last seen,
-// in the status and by `globalconfig status`: a real Envoy, killed.
-func TestSilentGateway(t *testing.T) {
+// and a running gateway pod whose proxy never connects is reported as
+// such, with when its pod started: in the status and by `globalconfig
+// status`. A real Envoy, killed; a Pod object no Envoy stands behind.
+func TestSilentAndUnconnectedGateways(t *testing.T) {
 	ctx := setup(t)
 	prune(ctx, t, nil)
 	putConfig(ctx, t, "downstream:\n  idleTimeout: 180\n")
@@ -402,25 +404,57 @@ func TestSilentGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Kill)
-	startController(ctx, t, "--istiod-debug-url=http://"+istiod.HTTPAddr)
-	waitRollout(ctx, t, "three gateways synced", func(st *rollout.Status) bool {
-		return st.Proxy(name).State == rollout.Synced && st.Synced == 3
+	never := neverConnectingPod(ctx, t)
+	startController(ctx, t, "--istiod-debug-url=http://"+istiod.HTTPAddr, "--rollout-connect-grace=1s")
+	st := waitRollout(ctx, t, "three gateways synced, one pod never connected", func(st *rollout.Status) bool {
+		return st.Proxy(name).State == rollout.Synced && st.Synced == 3 && len(st.Unconnected) == 1
 	})
+	if u := st.Unconnected[0]; u.Name != never.Name+"."+ns || u.Type != "gateway" || !u.Since.Equal(never.Status.StartTime.UTC()) {
+		t.Errorf("unconnected %+v, want the pod %s started %v", u, never.Name, never.Status.StartTime)
+	}
 	killed := time.Now()
 	g.Kill()
-	st := waitRollout(ctx, t, "the killed gateway silent", func(st *rollout.Status) bool { return len(st.Silent) == 1 })
+	st = waitRollout(ctx, t, "the killed gateway silent", func(st *rollout.Status) bool { return len(st.Silent) == 1 })
 	s := st.Silent[0]
 	if s.Name != name || s.Type != "gateway" || s.LastSeen.After(killed) || killed.Sub(s.LastSeen) > rolloutBound {
 		t.Errorf("silent %+v, killed at %v", s, killed)
 	}
-	if st.Selected != 2 || st.Proxy(name).Name != "" {
-		t.Errorf("the killed gateway is still counted: %+v", st)
+	if st.Selected != 2 || st.Proxy(name).Name != "" || len(st.Unconnected) != 1 {
+		t.Errorf("the killed gateway is still counted, or the pod no longer listed: %+v", st)
 	}
 	var out, errs bytes.Buffer
 	if code := cli.Main([]string{"status", "--kubeconfig", cluster.AdminKubeconfig}, cli.Env{Stdout: &out, Stderr: &errs}); code != cli.ExitOK {
 		t.Fatalf("globalconfig status: exit %d: %s", code, errs.String())
 	}
-	if want := "silent: gateway " + name + ", no istiod reports it since "; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "; 1 silent") {
-		t.Errorf("globalconfig status lacks %q:\n%s", want, out.String())
+	for _, want := range []string{"silent: gateway " + name + ", no istiod reports it since ", "never connected: gateway " + never.Name + "." + ns + ", its pod running since ",
+		"; 1 silent; 1 never connected"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("globalconfig status lacks %q:\n%s", want, out.String())
+		}
 	}
+}
+
+// neverConnectingPod is a running gateway pod, as Istio's gateway
+// template injects one, with no Envoy behind it.
+func neverConnectingPod(ctx context.Context, t *testing.T) *corev1.Pod {
+	t.Helper()
+	pods := cluster.Admin.CoreV1().Pods(ns)
+	pod, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "never-connects", Labels: map[string]string{rollout.LabelCanonicalName: "never-connects", "istio": "ingressgateway"},
+			Annotations: map[string]string{rollout.AnnotationTemplates: "gateway"}},
+		Spec: corev1.PodSpec{ServiceAccountName: "globalconfig", Containers: []corev1.Container{{Name: "istio-proxy", Image: "auto"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = pods.Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	started := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &started}
+	if pod, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return pod
 }
