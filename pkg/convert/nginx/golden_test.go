@@ -17,6 +17,9 @@ import (
 var goldenOptions = map[string]func(*nginx.Options){
 	// Behind Cloudflare, one proxy stands in front of the gateway.
 	"homelab-cloudflare": func(o *nginx.Options) { one := uint32(1); o.TrustedHops = &one },
+	// Behind an NLB sending PROXY headers, with hops counted anyway: the
+	// PROXY header wins, as in nginx, and no hop is trusted.
+	"aws-nlb-proxy-protocol": func(o *nginx.Options) { two := uint32(2); o.TrustedHops = &two },
 }
 
 // Whole ConfigMaps in the shapes users write them convert to the

@@ -97,12 +97,33 @@ func (c *converter) clientIP() {
 	}
 	trustAll := slices.Contains(ranges, "0.0.0.0/0") || slices.Contains(ranges, "::/0")
 	switch {
+	case useProxy:
+		// nginx's real_ip_header is proxy_protocol whenever
+		// use-proxy-protocol is on: the PROXY header's address is the
+		// client, and no X-Forwarded-For entry is read. Trusting
+		// X-Forwarded-For hops behind an L4 balancer, which appends none,
+		// would let every client choose its own address.
+		const why = "with use-proxy-protocol nginx took the client address from the PROXY header (real_ip_header proxy_protocol) and read no X-Forwarded-For entry; the gateway does the same: clientIP.proxyProtocol, no trusted X-Forwarded-For hop"
+		c.verdict(forwarded, NotNeeded, why)
+		c.verdict(realIP, NotNeeded, why)
+		c.verdict(header, NotNeeded, why)
+		if trustAll || !cidrs.set {
+			c.verdict(cidrs, NotNeeded, why)
+		} else {
+			c.report.AddValue(cidrs.key, cidrs.raw, NotSupported, "nginx believed the PROXY header only from these ranges; Envoy believes it from any peer that reaches the gateway's port: keep the port reachable from the load balancer only (a NetworkPolicy, or the balancer's own firewall)")
+		}
+		if hops := c.opts.TrustedHops; hops != nil {
+			c.report.AddValue("--trusted-hops", strconv.FormatUint(uint64(*hops), 10), NotNeeded,
+				"ignored: use-proxy-protocol makes the PROXY header the client address, as in nginx; behind an L4 balancer nobody appends X-Forwarded-For, so trusting its entries would let any client choose its address")
+		}
+		c.clientSource("the PROXY protocol header's source address (use-proxy-protocol), as nginx; X-Forwarded-For is not trusted")
 	case !useForwarded && !useReal:
 		const peer = "Istio's gateways trust no X-Forwarded-For entry by default (xff_num_trusted_hops 0): the client address is the connection's peer, or the PROXY header's address"
 		c.verdict(forwarded, DefaultAlready, peer)
 		c.verdict(realIP, DefaultAlready, peer)
 		c.verdict(header, NotNeeded, "read only when use-forwarded-headers or enable-real-ip is true")
 		c.verdict(cidrs, NotNeeded, "read only when use-forwarded-headers or enable-real-ip is true")
+		c.clientSource("the connection's peer address, as nginx without use-forwarded-headers, enable-real-ip or use-proxy-protocol")
 	default:
 		on := forwarded
 		if !useForwarded {
@@ -127,6 +148,7 @@ func (c *converter) clientIP() {
 			}
 			c.report.AddValue(on.key, on.raw, Converted, detail)
 			c.verdict(cidrs, Converted, "a hop count (--trusted-hops) replaces the ranges: Envoy at a gateway trusts hops by number, not by address")
+			c.clientSource(fmt.Sprintf("X-Forwarded-For's entry %d from the right (--trusted-hops %d)", *hops, *hops))
 		} else {
 			detail := "nginx trusts the X-Forwarded-For entries added by the ranges in proxy-real-ip-cidr; Envoy at a gateway trusts a number of hops from the right, not ranges (xff_trusted_cidrs needs original_ip_detection_extensions, which Istio's gateways can't use)"
 			if trustAll {
@@ -135,6 +157,7 @@ func (c *converter) clientIP() {
 			detail += ". Convert again with --trusted-hops N, N the proxies in front of the gateway (1 behind one load balancer or CDN), or set gatewayTopology.numTrustedProxies in the gateway's proxy.istio.io/config"
 			c.report.AddValue(on.key, on.raw, NotSupported, detail)
 			c.verdict(cidrs, NotSupported, "see "+on.key)
+			c.clientSource("the connection's peer address: without --trusted-hops no X-Forwarded-For entry is trusted, where nginx trusted some")
 		}
 		if useForwarded && useReal {
 			c.report.AddValue(realIP.key, realIP.raw, DefaultAlready, "implied by use-forwarded-headers")
@@ -155,6 +178,16 @@ func (c *converter) clientIP() {
 	}
 	c.put(value{key: "(built in) X-Real-IP", raw: "$remote_addr"}, "headers.addXRealIpHeader", out.Bool(true),
 		"ingress-nginx always sends services X-Real-IP with the client address", "services get no x-real-ip")
+}
+
+// ClientAddressKey is the report line that says where the gateway takes
+// the client address from.
+const ClientAddressKey = "(client address)"
+
+// clientSource says in the report where the client address comes from,
+// and why.
+func (c *converter) clientSource(detail string) {
+	c.report.AddValue(ClientAddressKey, "", Converted, "the gateway takes the client address from "+detail)
 }
 
 // parseRange reads an address or a CIDR range.
