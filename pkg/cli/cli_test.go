@@ -357,3 +357,33 @@ func TestConvertIngressNginx(t *testing.T) {
 		t.Errorf("--trusted-hops 65: exit %d", code)
 	}
 }
+
+// An input over 1 MiB is refused before it is parsed, with exit 1 and the
+// limit in the message, from stdin and from a file, for both converters
+// and validate --higress; a --configmap-dir file over it too.
+func TestConvertRefusesHugeInput(t *testing.T) {
+	huge := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  k: \"" + strings.Repeat("a", cli.MaxConvertInput) + "\"\n"
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	if err := os.WriteFile(path, []byte(huge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"convert", "--from", "higress", "-f", "-"},
+		{"convert", "--from", "ingress-nginx", "-f", "-"},
+		{"convert", "--from", "ingress-nginx", "-f", path},
+		{"validate", "--higress", "-f", path},
+	} {
+		code, out, errs := run(t, huge, args...)
+		if code != cli.ExitInvalid || out != "" || !strings.Contains(errs, "the input is over 1048576 bytes (1 MiB, what a ConfigMap holds); refused before parsing") || len(errs) > 300 {
+			t.Errorf("%v: exit %d, stdout %d bytes, stderr %q", args, code, len(out), errs)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "headers.yaml"), []byte(huge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := run(t, nginxConfigMap, "convert", "--from", "ingress-nginx", "-f", "-", "--configmap-dir", dir)
+	if code != cli.ExitIO || !strings.Contains(errs, "headers.yaml is over 1048576 bytes") {
+		t.Errorf("--configmap-dir: exit %d, stderr %q", code, errs)
+	}
+}

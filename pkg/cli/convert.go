@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
@@ -73,11 +75,11 @@ func convert(args []string, env Env) int {
 // the report on stderr; ExitNotConverted when some keys did not carry
 // over.
 func convertNginx(file, dir string, opts nginx.Options, jsonReport bool, env Env) int {
-	data, err := readInput(file, env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "globalconfig: %v\n", err)
-		return ExitIO
+	data, code := readConvertInput(file, env)
+	if code != ExitOK {
+		return code
 	}
+	var err error
 	var extra [][]byte
 	if dir != "" {
 		if extra, err = nginx.ReadDir(dir); err != nil {
@@ -167,10 +169,9 @@ func validateHigress(file string, env Env) int {
 }
 
 func readHigress(file string, env Env) (higress.Input, int) {
-	data, err := readInput(file, env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "globalconfig: %v\n", err)
-		return higress.Input{}, ExitIO
+	data, code := readConvertInput(file, env)
+	if code != ExitOK {
+		return higress.Input{}, code
 	}
 	in, err := higress.ReadInput(data)
 	if err != nil {
@@ -178,6 +179,36 @@ func readHigress(file string, env Env) (higress.Input, int) {
 		return higress.Input{}, ExitInvalid
 	}
 	return in, ExitOK
+}
+
+// MaxConvertInput bounds what convert and validate --higress read: a
+// ConfigMap's data holds at most 1 MiB, so a larger file is not one the
+// API server would store, and it is refused before it is parsed.
+const MaxConvertInput = 1 << 20
+
+// readConvertInput reads a converter's input, refusing one over
+// MaxConvertInput (exit 1) without reading the rest.
+func readConvertInput(file string, env Env) ([]byte, int) {
+	var r io.Reader = env.Stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "globalconfig: %v\n", err)
+			return nil, ExitIO
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, MaxConvertInput+1))
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig: read %s: %v\n", file, err)
+		return nil, ExitIO
+	}
+	if len(data) > MaxConvertInput {
+		fmt.Fprintf(env.Stderr, "%s: the input is over %d bytes (1 MiB, what a ConfigMap holds); refused before parsing\n", location(file, 0), MaxConvertInput)
+		return nil, ExitInvalid
+	}
+	return data, ExitOK
 }
 
 // printHigressError writes a refused Higress document, one problem a

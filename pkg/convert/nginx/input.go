@@ -255,7 +255,12 @@ func readHelm(controller *yaml.Node) (configMap, map[string]map[string]string, e
 	return cm, headers, nil
 }
 
-// ReadDir reads the YAML and JSON files of a --configmap-dir.
+// MaxDirFile bounds each file ReadDir reads: a ConfigMap holds at most
+// 1 MiB.
+const MaxDirFile = 1 << 20
+
+// ReadDir reads the YAML and JSON files of a --configmap-dir; a file over
+// MaxDirFile is an error naming it, found before it is read.
 func ReadDir(dir string) ([][]byte, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -265,6 +270,9 @@ func ReadDir(dir string) ([][]byte, error) {
 	for _, e := range entries {
 		if e.IsDir() || !slices.Contains([]string{".yaml", ".yml", ".json"}, filepath.Ext(e.Name())) {
 			continue
+		}
+		if info, err := e.Info(); err == nil && info.Size() > MaxDirFile {
+			return nil, fmt.Errorf("%s is over %d bytes (1 MiB, what a ConfigMap holds)", e.Name(), MaxDirFile)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
