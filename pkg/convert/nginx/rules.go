@@ -13,6 +13,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/items/headers"
+	"github.com/globalconfig/globalconfig/items/ipaccess"
 	"github.com/globalconfig/globalconfig/items/tls"
 	"github.com/globalconfig/globalconfig/pkg/convert/out"
 )
@@ -179,6 +180,9 @@ func (c *converter) clientIP() {
 	c.put(value{key: "(built in) X-Real-IP", raw: "$remote_addr"}, "headers.addXRealIpHeader", out.Bool(true),
 		"ingress-nginx always sends services X-Real-IP with the client address", "services get no x-real-ip")
 }
+
+// maxNotes bounds the notes one key's report line carries.
+const maxNotes = 10
 
 // ClientAddressKey is the report line that says where the gateway takes
 // the client address from.
@@ -816,51 +820,69 @@ func (c *converter) ipAccess() {
 		return out
 	}
 	notes := map[string][]string{}
-	// clean drops host bits, duplicates and ranges inside another of the
+	noted := map[string]int{}
+	note := func(key, msg string) {
+		// A long list gets its first notes, and a count of the rest.
+		if noted[key]++; noted[key] <= maxNotes {
+			notes[key] = append(notes[key], msg)
+		}
+	}
+	// widest is the widest range of set that holds pfx, itself excluded:
+	// one lookup per shorter prefix length, so a list is cleaned in
+	// linear time, whatever its length.
+	widest := func(set map[netip.Prefix]bool, pfx netip.Prefix) (netip.Prefix, bool) {
+		for bits := 0; bits < pfx.Bits(); bits++ {
+			if w := netip.PrefixFrom(pfx.Addr(), bits).Masked(); set[w] {
+				return w, true
+			}
+		}
+		return netip.Prefix{}, false
+	}
+	// clean drops host bits, repeats and ranges inside another of the
 	// same list, as nginx matches them anyway.
-	clean := func(es []entry) []entry {
+	clean := func(es []entry) ([]entry, map[netip.Prefix]bool) {
+		set := make(map[netip.Prefix]bool, len(es))
+		for i := range es {
+			if m := es[i].pfx.Masked(); m != es[i].pfx {
+				note(es[i].key, fmt.Sprintf("%s read as %s, as nginx does", es[i].pfx, m))
+				es[i].pfx = m
+			}
+			set[es[i].pfx] = true
+		}
 		var kept []entry
+		seen := make(map[netip.Prefix]bool, len(es))
 		for _, e := range es {
-			if m := e.pfx.Masked(); m != e.pfx {
-				notes[e.key] = append(notes[e.key], fmt.Sprintf("%s read as %s, as nginx does", e.pfx, m))
-				e.pfx = m
-			}
-			inside := false
-			for _, k := range kept {
-				inside = inside || k.pfx.Bits() <= e.pfx.Bits() && k.pfx.Contains(e.pfx.Addr())
-			}
-			if inside {
-				notes[e.key] = append(notes[e.key], fmt.Sprintf("%s dropped: inside another range", e.pfx))
+			if w, ok := widest(set, e.pfx); ok {
+				note(e.key, fmt.Sprintf("%s dropped: inside %s", e.pfx, w))
 				continue
 			}
-			var rest []entry
-			for _, k := range kept {
-				if e.pfx.Bits() < k.pfx.Bits() && e.pfx.Contains(k.pfx.Addr()) {
-					notes[k.key] = append(notes[k.key], fmt.Sprintf("%s dropped: inside %s", k.pfx, e.pfx))
-					continue
-				}
-				rest = append(rest, k)
+			if seen[e.pfx] {
+				note(e.key, fmt.Sprintf("%s dropped: listed twice", e.pfx))
+				continue
 			}
-			kept = append(rest, e)
+			seen[e.pfx] = true
+			kept = append(kept, e)
 		}
-		return kept
+		return kept, set
 	}
-	denied := clean(append(read(deny), read(block)...))
+	denied, deniedSet := clean(append(read(deny), read(block)...))
+	cleanAllow, _ := clean(read(allow))
 	var allowed []entry
-	for _, a := range clean(read(allow)) {
+	for _, a := range cleanAllow {
 		if a.pfx.Bits() == 0 {
-			notes[a.key] = append(notes[a.key], fmt.Sprintf("%s allows every client: nothing to write", a.pfx))
+			note(a.key, fmt.Sprintf("%s allows every client: nothing to write", a.pfx))
 			continue
 		}
-		in := false
-		for _, d := range denied {
-			in = in || d.pfx.Bits() <= a.pfx.Bits() && d.pfx.Contains(a.pfx.Addr())
-		}
-		if in {
-			notes[a.key] = append(notes[a.key], fmt.Sprintf("%s dropped: denied by a deny range, as in nginx", a.pfx))
+		if _, in := widest(deniedSet, a.pfx); in || deniedSet[a.pfx] {
+			note(a.key, fmt.Sprintf("%s dropped: denied by a deny range, as in nginx", a.pfx))
 			continue
 		}
 		allowed = append(allowed, a)
+	}
+	for key, n := range noted {
+		if n > maxNotes {
+			notes[key] = append(notes[key], fmt.Sprintf("and %d more", n-maxNotes))
+		}
 	}
 	strs := func(es []entry, key string) []string {
 		var out []string
@@ -876,6 +898,14 @@ func (c *converter) ipAccess() {
 			c.report.AddValue(d.key, c.in.Data[d.key], NotSupported, d.pfx.String()+" denies every client; globalconfig refuses a deny range that wide: scale the gateway to zero, or remove its Gateway servers")
 			return
 		}
+	}
+	if n := len(allowed) + len(denied); n > ipaccess.MaxRanges {
+		for _, v := range []value{allow, deny, block} {
+			if v.set && v.raw != "" {
+				c.report.AddValue(v.key, "", NotSupported, fmt.Sprintf("%d address ranges in all (allow %d, deny %d) after dropping repeats and ranges inside others; ipAccess takes at most %d, as Envoy tries them one by one on every request: block large feeds at a firewall or the load balancer", n, len(allowed), len(denied), ipaccess.MaxRanges))
+			}
+		}
+		return
 	}
 	if len(allowed) > 0 {
 		c.write("ipAccess.allow", out.List(strs(allowed, "")), "whitelist-source-range")
