@@ -7,25 +7,70 @@ import "strings"
 // close enough to be a likely typo, or "": the hint behind "did you mean
 // …?".
 func Closest(s string, candidates []string) string {
-	best, bestDist := "", -1
+	// Allow about one edit in three characters, at least one and at most three.
+	limit := min(max(len(s)/3, 1), 3)
+	ls := []rune(strings.ToLower(s))
+	best, bestDist := "", limit+1
 	for _, c := range candidates {
-		d := distance(strings.ToLower(s), strings.ToLower(c))
-		if bestDist < 0 || d < bestDist {
+		// A length apart by more than the limit is that many edits at
+		// least: not worth the table.
+		lc := []rune(strings.ToLower(c))
+		if abs(len(lc)-len(ls)) >= bestDist || bagDistance(ls, lc) >= bestDist {
+			continue
+		}
+		if d := distance(ls, lc, bestDist); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
-	// Allow about one edit in three characters, at least one and at most three.
-	limit := min(max(len(s)/3, 1), 3)
-	if bestDist >= 0 && bestDist <= limit {
-		return best
+	return best
+}
+
+// bagDistance is a lower bound of distance: the larger count of runes one
+// string has and the other lacks (a swap changes no count, every other
+// edit at most one on each side).
+func bagDistance(a, b []rune) int {
+	var counts [128]int
+	extra := 0
+	for _, r := range a {
+		if r < 128 {
+			counts[r]++
+		} else {
+			extra++
+		}
 	}
-	return ""
+	for _, r := range b {
+		if r < 128 {
+			counts[r]--
+		} else {
+			extra++
+		}
+	}
+	more, fewer := 0, 0
+	for _, n := range counts {
+		if n > 0 {
+			more += n
+		} else {
+			fewer -= n
+		}
+	}
+	if extra > 0 {
+		return 0 // non-ASCII: no cheap bound
+	}
+	return max(more, fewer)
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // distance is the Damerau–Levenshtein (optimal string alignment) distance,
-// so a swap of two letters ("gizp") counts as one edit.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
+// so a swap of two letters ("gizp") counts as one edit; once every entry
+// of a row reaches bound, bound is returned (the distance is at least
+// that).
+func distance(ra, rb []rune, bound int) int {
 	prev2 := make([]int, len(rb)+1)
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
@@ -34,6 +79,7 @@ func distance(a, b string) int {
 	}
 	for i := 1; i <= len(ra); i++ {
 		cur[0] = i
+		rowMin := cur[0]
 		for j := 1; j <= len(rb); j++ {
 			cost := 1
 			if ra[i-1] == rb[j-1] {
@@ -43,8 +89,22 @@ func distance(a, b string) int {
 			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
 				cur[j] = min(cur[j], prev2[j-2]+1)
 			}
+			rowMin = min(rowMin, cur[j])
+		}
+		// A swap reads two rows back, so stop only when two rows are
+		// past the bound.
+		if rowMin >= bound && i > 1 && minOf(prev) >= bound {
+			return bound
 		}
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(rb)]
+}
+
+func minOf(row []int) int {
+	m := row[0]
+	for _, v := range row[1:] {
+		m = min(m, v)
+	}
+	return m
 }
