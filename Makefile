@@ -94,6 +94,8 @@ bench: tools
 fuzz:
 	$(GO) test ./pkg/document -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/document -run '^$$' -fuzz '^FuzzSections$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/convert -run '^$$' -fuzz '^FuzzConvertHigress$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s
+	$(GO) test ./pkg/convert -run '^$$' -fuzz '^FuzzConvertNginx$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s
 
 # Rewrite golden outputs after an intended change; review the diff.
 # It also composes deploy/examples/global-config.yaml and docs/reference.md's

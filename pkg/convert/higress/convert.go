@@ -139,10 +139,21 @@ var knownKeys = map[string]any{
 func walkKeys(raw map[string]any, prefix string, known map[string]any, present map[string]bool) []string {
 	var unknown []string
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		path := fielderr.Join(prefix, k)
-		spec, ok := known[k]
+		// Higress decodes with encoding/json, which matches a key to a
+		// field regardless of case: "downstreAm" is downstream.
+		name := k
+		if _, exact := known[k]; !exact {
+			for _, kk := range slices.Sorted(maps.Keys(known)) {
+				if strings.EqualFold(kk, k) {
+					name = kk
+					break
+				}
+			}
+		}
+		path := fielderr.Join(prefix, name)
+		spec, ok := known[name]
 		if !ok {
-			unknown = append(unknown, path)
+			unknown = append(unknown, fielderr.Join(prefix, k))
 			continue
 		}
 		if raw[k] != nil {
@@ -162,8 +173,14 @@ func walkKeys(raw map[string]any, prefix string, known map[string]any, present m
 func validate(c *Config) error {
 	var p fielderr.List
 	d := c.Downstream
-	if d.MaxRequestHeadersKb > maxRequestHeadersKb {
+	switch {
+	case d.MaxRequestHeadersKb > maxRequestHeadersKb:
 		p.Addf("downstream.maxRequestHeadersKb", "Higress rejects more than %d", maxRequestHeadersKb)
+	case d.MaxRequestHeadersKb == 0:
+		// Higress checks only the ceiling, and merges 0 into every
+		// connection manager: Envoy refuses it (1 to 8192), so Higress's
+		// gateway rejects every listener update.
+		p.Addf("downstream.maxRequestHeadersKb", "0 passes Higress's check, but its gateway's Envoy refuses max_request_headers_kb 0 (it takes 1 to %d) and rejects every listener update; write 1 to %d, or leave the key out for Higress's %d", maxRequestHeadersKb, maxRequestHeadersKb, DefaultMaxRequestHeadersKb)
 	}
 	if h := d.HTTP2; h != nil {
 		if h.MaxConcurrentStreams < 1 || h.MaxConcurrentStreams > maxHTTP2 {

@@ -6,6 +6,7 @@ package out
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
@@ -94,7 +96,17 @@ func Document(root *yaml.Node) ([]byte, error) {
 		return nil, fmt.Errorf("encode document: %w", err)
 	}
 	if _, err := document.Parse(b); err != nil {
-		return nil, fmt.Errorf("internal: the converted document is invalid:\n%v\n%s", err, b)
+		// A value the converter's own checks let through: name each key
+		// of the converted document and why, never the document itself.
+		var derr *document.Error
+		if !errors.As(err, &derr) {
+			return nil, fmt.Errorf("the converted document does not parse: %v", err)
+		}
+		var errs fielderr.List
+		for _, p := range derr.Problems {
+			errs.Addf(p.Path, "converts to a value globalconfig refuses: %s", p.Msg)
+		}
+		return nil, errs.Err()
 	}
 	return b, nil
 }
