@@ -387,3 +387,28 @@ func TestConvertRefusesHugeInput(t *testing.T) {
 		t.Errorf("--configmap-dir: exit %d, stderr %q", code, errs)
 	}
 }
+
+// A refusal names each problem's path once, briefly, whatever the size of
+// the value; with --report json it is JSON; input that is not UTF-8 is
+// refused with its line and column.
+func TestConvertErrors(t *testing.T) {
+	long := strings.Repeat("x", 500000)
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  keep-alive: \"" + long + "\"\n  whitelist-source-range: \"" + strings.Repeat("nope,", 50) + "\"\n"
+	code, _, errs := run(t, cm, "convert", "--from", "ingress-nginx", "-f", "-")
+	if code != cli.ExitInvalid || len(errs) > 8000 || !strings.Contains(errs, "data.keep-alive: ") || !strings.Contains(errs, "bytes more)") ||
+		strings.Count(errs, "data.whitelist-source-range:") != 11 || !strings.Contains(errs, "data.whitelist-source-range: and 40 more problems") {
+		t.Errorf("exit %d, %d bytes of stderr:\n%.3000s", code, len(errs), errs)
+	}
+	code, _, errs = run(t, cm, "convert", "--from", "ingress-nginx", "-f", "-", "--report", "json")
+	var report struct {
+		File   string `json:"file"`
+		Errors []struct{ Path, Message string }
+	}
+	if err := json.Unmarshal([]byte(errs), &report); code != cli.ExitInvalid || err != nil || len(report.Errors) != 12 || report.Errors[0].Path != "data.keep-alive" {
+		t.Errorf("--report json: exit %d, %v: %.2000s", code, err, errs)
+	}
+	code, _, errs = run(t, "apiVersion: v1\nkind: ConfigMap\ndata:\n  keep-alive: \"7\xff5\"\n", "convert", "--from", "higress", "-f", "-")
+	if code != cli.ExitInvalid || !strings.Contains(errs, "line 4, column 17: not UTF-8 (byte 0xff)") {
+		t.Errorf("not UTF-8: exit %d, %q", code, errs)
+	}
+}

@@ -50,13 +50,19 @@ func convert(args []string, env Env) int {
 		}
 		return convertNginx(*file, *dir, opts, *report == "json", env)
 	}
-	in, code := readHigress(*file, env)
+	jsonReport := *report == "json"
+	data, code := readConvertInput(*file, env)
 	if code != ExitOK {
 		return code
 	}
+	in, err := higress.ReadInput(data)
+	if err != nil {
+		printConvertError(*file, "", err, jsonReport, env)
+		return ExitInvalid
+	}
 	res, err := higress.Convert(in, higress.Options{Namespace: *namespace, Selector: sel, ConfigMap: *configMap})
 	if err != nil {
-		printHigressError(*file, err, env)
+		printConvertError(*file, "higress.", err, jsonReport, env)
 		return ExitInvalid
 	}
 	if _, err := env.Stdout.Write(res.Manifest); err != nil {
@@ -89,18 +95,12 @@ func convertNginx(file, dir string, opts nginx.Options, jsonReport bool, env Env
 	}
 	in, err := nginx.ReadInput(data, extra...)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "%s: %v\n", location(file, 0), err)
+		printConvertError(file, "", err, jsonReport, env)
 		return ExitInvalid
 	}
 	res, err := nginx.Convert(in, opts)
 	if err != nil {
-		for _, p := range fielderr.Flatten(err) {
-			if p.Path == "" {
-				fmt.Fprintf(env.Stderr, "%s: %s\n", location(file, 0), p.Msg)
-				continue
-			}
-			fmt.Fprintf(env.Stderr, "%s: data.%s: %s\n", location(file, 0), p.Path, p.Msg)
-		}
+		printConvertError(file, "data.", err, jsonReport, env)
 		return ExitInvalid
 	}
 	if _, err := env.Stdout.Write(res.Manifest); err != nil {
@@ -209,6 +209,39 @@ func readConvertInput(file string, env Env) ([]byte, int) {
 		return nil, ExitInvalid
 	}
 	return data, ExitOK
+}
+
+// printConvertError writes a refused conversion, one problem a line as
+// FILE: PREFIX+PATH: MESSAGE, or with --report json as {"errors": [{"path",
+// "message"}]}.
+func printConvertError(file, prefix string, err error, jsonReport bool, env Env) {
+	type problem struct {
+		Path    string `json:"path,omitempty"`
+		Message string `json:"message"`
+	}
+	var problems []problem
+	for _, p := range fielderr.Flatten(err) {
+		path := ""
+		if p.Path != "" {
+			path = prefix + p.Path
+		}
+		problems = append(problems, problem{Path: path, Message: p.Msg})
+	}
+	if jsonReport {
+		b, _ := json.MarshalIndent(struct {
+			File   string    `json:"file"`
+			Errors []problem `json:"errors"`
+		}{file, problems}, "", "  ")
+		fmt.Fprintf(env.Stderr, "%s\n", b)
+		return
+	}
+	for _, p := range problems {
+		if p.Path == "" {
+			fmt.Fprintf(env.Stderr, "%s: %s\n", location(file, 0), p.Message)
+			continue
+		}
+		fmt.Fprintf(env.Stderr, "%s: %s: %s\n", location(file, 0), p.Path, p.Message)
+	}
 }
 
 // printHigressError writes a refused Higress document, one problem a

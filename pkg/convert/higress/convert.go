@@ -65,6 +65,9 @@ type Input struct {
 // ReadInput accepts a higress-config ConfigMap manifest (data key higress)
 // or the bare higress document.
 func ReadInput(data []byte) (Input, error) {
+	if err := out.CheckUTF8(data); err != nil {
+		return Input{}, err
+	}
 	var probe struct {
 		Kind string            `json:"kind"`
 		Data map[string]string `json:"data"`
@@ -258,7 +261,7 @@ func (t *Tracing) backends() map[string]Backend {
 func Convert(in Input, opts Options) (*Result, error) {
 	cfg, present, unknown, err := Decode(in.Higress)
 	if err != nil {
-		return nil, err
+		return nil, out.Bound(err)
 	}
 	c := &converter{opts: opts, cfg: cfg, present: present}
 	doc := c.document()
@@ -268,13 +271,26 @@ func Convert(in Input, opts Options) (*Result, error) {
 	c.reportMesh(in)
 	b, err := out.Document(doc)
 	if err != nil {
-		return nil, err
+		return nil, out.Bound(higressPaths(err))
 	}
 	manifest, err := Manifest(b, opts.ConfigMap)
 	if err != nil {
 		return nil, err
 	}
 	return &Result{Document: b, Manifest: manifest, Report: c.report}, nil
+}
+
+// higressPaths restates the problems of a converted document that
+// globalconfig refuses (a value Higress passes on unchecked, such as a
+// tracing service that is no host name) as problems of the Higress keys
+// they came from: the converted document names its keys as Higress does.
+func higressPaths(err error) error {
+	var errs fielderr.List
+	for _, p := range fielderr.Flatten(err) {
+		msg := strings.TrimPrefix(p.Msg, "converts to a value globalconfig refuses: ")
+		errs.Addf(p.Path, "Higress passes this value on unchecked, and its gateway can't use it: %s", msg)
+	}
+	return errs.Err()
 }
 
 // Manifest wraps a document in the global ConfigMap, labelled for the

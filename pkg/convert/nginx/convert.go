@@ -54,7 +54,7 @@ func Convert(in Input, opts Options) (*Result, error) {
 	c := &converter{in: in, opts: opts, used: map[string]bool{}, root: out.Mapping()}
 	c.convert()
 	if err := c.probs.Err(); err != nil {
-		return nil, err
+		return nil, out.Bound(err)
 	}
 	sel := out.Mapping()
 	for _, k := range slices.Sorted(maps.Keys(opts.selector())) {

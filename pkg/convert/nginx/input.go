@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/pkg/convert/out"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -56,6 +57,9 @@ type configMap struct {
 // extra holds the files of --configmap-dir, searched for the header
 // ConfigMaps.
 func ReadInput(data []byte, extra ...[]byte) (Input, error) {
+	if err := out.CheckUTF8(data); err != nil {
+		return Input{}, err
+	}
 	docs, err := decodeAll(data)
 	if err != nil {
 		return Input{}, err
