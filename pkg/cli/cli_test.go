@@ -412,3 +412,15 @@ func TestConvertErrors(t *testing.T) {
 		t.Errorf("not UTF-8: exit %d, %q", code, errs)
 	}
 }
+
+// A key that looks like a snippet key, misspelt or differently cased, is
+// reported unknown without its value, in text and in JSON.
+func TestConvertNeverEchoesSnippets(t *testing.T) {
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  server-snipet: \"auth_basic_user_file s3cr3t-1;\"\n  Server-Snippet: \"set $token s3cr3t-2;\"\n  http-snipett: \"s3cr3t-3\"\n  main-snippet: \"s3cr3t-4\"\n"
+	for _, report := range []string{"text", "json"} {
+		code, out, errs := run(t, cm, "convert", "--from", "ingress-nginx", "-f", "-", "--report", report)
+		if code != cli.ExitNotConverted || strings.Contains(out+errs, "s3cr3t") || strings.Count(errs, "did you mean") != 3 {
+			t.Errorf("--report %s: exit %d, a value shown or a key missing:\n%s", report, code, errs)
+		}
+	}
+}

@@ -293,8 +293,12 @@ func (c *converter) convert() {
 			c.report.AddValue(k, raw, DefaultAlready, f.off)
 		case ok:
 			c.report.AddValue(k, raw, f.verdict, f.detail)
+		case looksLikeSnippet(k):
+			// Misspelt or differently cased, ingress-nginx ignores it; its
+			// value may still be raw configuration, secrets included.
+			c.report.Add(k, Unknown, "ingress-nginx does not read this key, so neither does the conversion"+hint(k)+"; its value is not shown: it may be raw nginx configuration")
 		default:
-			c.report.AddValue(k, raw, Unknown, "ingress-nginx does not read this key, so neither does the conversion"+hint(k))
+			c.report.AddValue(k, out.Cut(raw, maxShownValue), Unknown, "ingress-nginx does not read this key, so neither does the conversion"+hint(k))
 		}
 	}
 }
@@ -317,6 +321,24 @@ var directives = map[string]string{
 }
 
 // hint suggests the known key closest to an unknown one.
+// maxShownValue bounds a value the report echoes.
+const maxShownValue = 200
+
+// looksLikeSnippet reports whether key, whatever its case or spelling,
+// looks like one of ingress-nginx's snippet keys.
+func looksLikeSnippet(key string) bool {
+	k := strings.ToLower(key)
+	if strings.Contains(k, "snip") || strings.Contains(k, "snpp") {
+		return true
+	}
+	for _, known := range convertedKeys {
+		if isSnippet(known) && document.Suggest(key, []string{known}) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 func hint(key string) string {
 	if k, ok := directives[key]; ok {
 		return fmt.Sprintf(" (the nginx directive is set by %q)", k)
