@@ -243,7 +243,7 @@ func (c *converter) tracing() *yaml.Node {
 	case t.Skywalking != nil:
 		s.raw("serviceName", str(service), "the name Higress reports: higress-gateway.<namespace>")
 		c.report.add("tracing.skywalking", Converted, "→ tracing.serviceName "+service+", the service name Higress reports")
-		backend("skywalking", t.Skywalking.Backend, func(bs *section) {
+		backend("skywalking", t.Skywalking.Backend(), func(bs *section) {
 			if t.Skywalking.AccessToken != "" {
 				bs.setSecret("access_token", "access_token", t.Skywalking.AccessToken)
 			}

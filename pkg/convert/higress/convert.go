@@ -249,7 +249,7 @@ func (t *Tracing) backends() map[string]Backend {
 		out["zipkin"] = *t.Zipkin
 	}
 	if t.Skywalking != nil {
-		out["skywalking"] = t.Skywalking.Backend
+		out["skywalking"] = t.Skywalking.Backend()
 	}
 	if t.OpenTelemetry != nil {
 		out["opentelemetry"] = *t.OpenTelemetry

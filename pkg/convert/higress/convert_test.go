@@ -325,6 +325,13 @@ tracing:
 	if _, ok := convert(t, "tracing:\n  enable: true\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n").objs["tracing"]; !ok {
 		t.Error("a numeric port was not carried")
 	}
+	// SkyWalking's too, as Higress's own docs write it (its port is a
+	// field of the section itself there, not of an embedded struct).
+	sky = &tracev3.SkyWalkingConfig{}
+	tracingOf(t, convert(t, "tracing:\n  enable: true\n  skywalking:\n    service: skywalking-oap-server.op-system.svc.cluster.local\n    port: 11800\n"), sky)
+	if sky.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "outbound|11800||skywalking-oap-server.op-system.svc.cluster.local" {
+		t.Errorf("a numeric skywalking port: %v", sky)
+	}
 	// Disabled tracing, Higress's default: nothing.
 	if _, ok := convert(t, "tracing:\n  enable: false\n  zipkin: {service: zipkin, port: \"9411\"}\n").objs["tracing"]; ok {
 		t.Error("disabled tracing generated an EnvoyFilter")

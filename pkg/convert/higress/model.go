@@ -80,9 +80,16 @@ type Backend struct {
 
 // Skywalking is the skywalking backend.
 type Skywalking struct {
-	Backend
+	// Service and Port are Backend's, written out: sigs.k8s.io/yaml, as
+	// Higress uses it, quotes a number for a string field only when it
+	// finds the field, and it does not look into embedded structs.
+	Service     string `json:"service,omitempty"`
+	Port        string `json:"port,omitempty"`
 	AccessToken string `json:"access_token,omitempty"`
 }
+
+// Backend is the tracing backend of a Skywalking section.
+func (s *Skywalking) Backend() Backend { return Backend{Service: s.Service, Port: s.Port} }
 
 // Gzip is the gzip section.
 type Gzip struct {
