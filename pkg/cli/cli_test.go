@@ -424,3 +424,17 @@ func TestConvertNeverEchoesSnippets(t *testing.T) {
 		}
 	}
 }
+
+// The higress-config ConfigMap's own namespace is Higress's namespace,
+// unless --higress-namespace says otherwise.
+func TestConvertHigressNamespace(t *testing.T) {
+	cm := strings.Replace(higressConfigMap, "namespace: higress-system", "namespace: edge", 1)
+	_, out, errs := run(t, cm, "convert", "--from", "higress", "-f", "-")
+	if !strings.Contains(out, "higress: edge-higress-gateway") || strings.Contains(out+errs, "higress-system") {
+		t.Errorf("the ConfigMap's namespace was not used:\n%s\n%s", out, errs)
+	}
+	_, out, _ = run(t, cm, "convert", "--from", "higress", "-f", "-", "--higress-namespace", "other")
+	if !strings.Contains(out, "higress: other-higress-gateway") {
+		t.Errorf("--higress-namespace was not used:\n%s", out)
+	}
+}

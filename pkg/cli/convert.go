@@ -60,7 +60,15 @@ func convert(args []string, env Env) int {
 		printConvertError(*file, "", err, jsonReport, env)
 		return ExitInvalid
 	}
-	res, err := higress.Convert(in, higress.Options{Namespace: *namespace, Selector: sel, ConfigMap: *configMap})
+	// The ConfigMap's own namespace is Higress's, unless the flag says
+	// otherwise.
+	ns := *namespace
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "higress-namespace" })
+	if !explicit && in.Namespace != "" {
+		ns = in.Namespace
+	}
+	res, err := higress.Convert(in, higress.Options{Namespace: ns, Selector: sel, ConfigMap: *configMap})
 	if err != nil {
 		printConvertError(*file, "higress.", err, jsonReport, env)
 		return ExitInvalid

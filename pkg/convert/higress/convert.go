@@ -58,8 +58,13 @@ type Result struct {
 // the mesh and meshNetworks keys when it is the ConfigMap.
 type Input struct {
 	Higress, Mesh, MeshNetworks string
-	// Manifest is true when the input was a ConfigMap manifest.
-	Manifest bool
+	// Manifest is true when the input was a ConfigMap manifest, and
+	// Namespace its metadata.namespace: Higress's namespace.
+	Manifest  bool
+	Namespace string
+	// Wrapped is true when the document came wrapped in a top-level
+	// higress: key, as Higress's Helm values hold it.
+	Wrapped bool
 }
 
 // ReadInput accepts a higress-config ConfigMap manifest (data key higress)
@@ -69,7 +74,10 @@ func ReadInput(data []byte) (Input, error) {
 		return Input{}, err
 	}
 	var probe struct {
-		Kind string            `json:"kind"`
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
 		Data map[string]string `json:"data"`
 	}
 	if err := sigsyaml.Unmarshal(data, &probe); err == nil && probe.Kind == "ConfigMap" {
@@ -77,7 +85,22 @@ func ReadInput(data []byte) (Input, error) {
 		if !ok {
 			return Input{}, fmt.Errorf(`data: the ConfigMap has no data key "higress"`)
 		}
-		return Input{Higress: h, Mesh: probe.Data["mesh"], MeshNetworks: probe.Data["meshNetworks"], Manifest: true}, nil
+		return Input{Higress: h, Mesh: probe.Data["mesh"], MeshNetworks: probe.Data["meshNetworks"], Manifest: true, Namespace: probe.Metadata.Namespace}, nil
+	}
+	// Higress's Helm values hold the document under a higress: key, as a
+	// mapping or as the text the chart writes into the ConfigMap.
+	var wrapped map[string]any
+	if err := sigsyaml.Unmarshal(data, &wrapped); err == nil && len(wrapped) == 1 {
+		switch h := wrapped["higress"].(type) {
+		case string:
+			return Input{Higress: h, Wrapped: true}, nil
+		case map[string]any:
+			b, err := sigsyaml.Marshal(h)
+			if err != nil {
+				return Input{}, err
+			}
+			return Input{Higress: string(b), Wrapped: true}, nil
+		}
 	}
 	return Input{Higress: string(data)}, nil
 }
@@ -269,6 +292,9 @@ func Convert(in Input, opts Options) (*Result, error) {
 		c.report.add(k, NotCarried, "Higress does not know this key and ignores it; so does the converted document"+suggestion(k))
 	}
 	c.reportMesh(in)
+	if in.Wrapped {
+		c.report.add("higress", Converted, "the document was read from under its higress: key, where Higress's Helm values hold it")
+	}
 	b, err := out.Document(doc)
 	if err != nil {
 		return nil, out.Bound(higressPaths(err))

@@ -419,3 +419,26 @@ func TestReportNotCarried(t *testing.T) {
 		t.Errorf("options not applied:\n%s", res.Document)
 	}
 }
+
+// A document under higress: (Higress's Helm values) is read as the
+// document, not as an unknown key with every default written; a
+// ConfigMap's own namespace is Higress's.
+func TestReadInputShapes(t *testing.T) {
+	for _, src := range []string{
+		"higress:\n  gzip:\n    enable: false\n  downstream:\n    idleTimeout: 60\n",
+		"higress: |\n  gzip:\n    enable: false\n  downstream:\n    idleTimeout: 60\n",
+	} {
+		in, err := higress.ReadInput([]byte(src))
+		if err != nil || !in.Wrapped {
+			t.Fatalf("%q: %+v %v", src, in, err)
+		}
+		g := convert(t, in.Higress)
+		if _, ok := g.objs["gzip"]; ok {
+			t.Errorf("%q: gzip is on: the wrapper was read as an unknown key", src)
+		}
+	}
+	in, err := higress.ReadInput([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: higress-config\n  namespace: gateway-system\ndata:\n  higress: |\n    gzip: {enable: false}\n"))
+	if err != nil || in.Namespace != "gateway-system" {
+		t.Errorf("namespace: %+v %v", in, err)
+	}
+}
