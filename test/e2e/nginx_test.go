@@ -102,7 +102,12 @@ func TestIngressNginxConversionEffects(t *testing.T) {
 	}
 	check("proxy-body-size 16m", buffer.GetMaxRequestBytes().GetValue(), 16<<20)
 	check("large-client-header-buffers 4 16k", hcm.GetMaxRequestHeadersKb().GetValue(), 64)
-	check("use-forwarded-headers with --trusted-hops 1", hcm.GetXffNumTrustedHops(), 1)
+	// use-proxy-protocol wins, as in nginx: --trusted-hops is ignored, and
+	// no X-Forwarded-For entry can choose the client address.
+	check("use-forwarded-headers and --trusted-hops 1 beside use-proxy-protocol", hcm.GetXffNumTrustedHops(), 0)
+	if !strings.Contains(report, "(client address): the gateway takes the client address from the PROXY protocol header") {
+		t.Errorf("the report does not say where the client address comes from:\n%s", report)
+	}
 	proxyProtocol := false
 	for _, f := range s.Listeners[listenerName].GetListenerFilters() {
 		proxyProtocol = proxyProtocol || f.GetName() == "envoy.filters.listener.proxy_protocol"

@@ -184,6 +184,21 @@ func (c *converter) clientIP() {
 // maxNotes bounds the notes one key's report line carries.
 const maxNotes = 10
 
+// upstreamProtocolNote ends the report of a key that writes upstream's
+// connection options.
+const upstreamProtocolNote = "; note: with it, every gateway cluster's upstream protocol follows the client's (HTTP/1.1 or HTTP/2), because Istio replaces a cluster's protocol options whole (docs/reference.md#upstream); per service, a DestinationRule's connectionPool.http keeps Istio's choice"
+
+// putSetOnly is put for a key whose nginx default is not written even
+// without --no-nginx-defaults: writing it would change more than the key
+// meant (upstreamProtocolNote).
+func (c *converter) putSetOnly(v value, path string, n *yaml.Node, detail, without string) {
+	if v.set {
+		c.put(v, path, n, detail+upstreamProtocolNote, without)
+		return
+	}
+	c.report.AddValue(v.key, v.raw, DefaultSkipped, "not written: it would make every gateway cluster's upstream protocol follow the client's (Istio replaces a cluster's protocol options whole); "+without)
+}
+
 // ClientAddressKey is the report line that says where the gateway takes
 // the client address from.
 const ClientAddressKey = "(client address)"
@@ -529,15 +544,19 @@ func (c *converter) timeouts() {
 		}
 	}
 
+	// The upstream keys ride on a cluster option Istio replaces whole, so
+	// writing them also makes every gateway cluster's protocol follow the
+	// client's (docs/reference.md#upstream). Only a key the ConfigMap
+	// sets is worth that; nginx's defaults are left to Envoy's.
 	uIdle := c.get("upstream-keepalive-timeout", "60")
-	c.put(uIdle, "upstream.idleTimeout", seconds(c.integer(uIdle, 1)), "an idle connection to a service is closed after this, as in nginx", "Envoy's 1h applies")
+	c.putSetOnly(uIdle, "upstream.idleTimeout", seconds(c.integer(uIdle, 1)), "an idle connection to a service is closed after this, as in nginx", "Envoy's 1h applies")
 	uConns := c.get("upstream-keepalive-connections", "320")
 	if n := c.integer(uConns, 0); n == 0 {
 		c.write("upstream.maxRequestsPerConnection", out.Int(1), "upstream-keepalive-connections: 0")
-		c.report.AddValue(uConns.key, uConns.raw, Converted, "→ upstream.maxRequestsPerConnection: 1: 0 turns nginx's connection reuse off; Envoy opens a connection per request")
+		c.report.AddValue(uConns.key, uConns.raw, Converted, "→ upstream.maxRequestsPerConnection: 1: 0 turns nginx's connection reuse off; Envoy opens a connection per request"+upstreamProtocolNote)
 	} else {
 		uReq := c.get("upstream-keepalive-requests", "10000")
-		c.put(uReq, "upstream.maxRequestsPerConnection", out.Int(c.integer(uReq, 1)), "a connection to a service is closed after this many requests, as in nginx", "Envoy sets no limit")
+		c.putSetOnly(uReq, "upstream.maxRequestsPerConnection", out.Int(c.integer(uReq, 1)), "a connection to a service is closed after this many requests, as in nginx", "Envoy sets no limit")
 		c.verdict(uConns, NotNeeded, "nginx caches this many idle connections per worker and closes the rest; Envoy keeps every idle connection until upstream.idleTimeout (upstream-keepalive-timeout)")
 	}
 
