@@ -6,6 +6,7 @@ package nginx
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,11 +127,18 @@ func (c *converter) boolean(v value) bool {
 	return b
 }
 
-// integer reads a whole number of at least lo.
+// integer reads a whole number of at least lo. A whole number in float
+// notation (3.14496e+07, as Helm renders a large number from values) is
+// read as the number it is, as nginx and ingress-nginx take the text.
 func (c *converter) integer(v value, lo int) int {
 	n, err := strconv.Atoi(v.raw)
+	if err != nil {
+		if f, ferr := strconv.ParseFloat(v.raw, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) <= math.MaxInt32 {
+			n, err = int(f), nil
+		}
+	}
 	if err != nil || n < lo {
-		c.probs.Addf(v.key, "must be a whole number of at least %d, got %q", lo, v.raw)
+		c.probs.Addf(v.key, "must be a whole number of at least %d, got %q", lo, out.Cut(v.raw, 100))
 	}
 	return n
 }

@@ -312,9 +312,15 @@ func (c *converter) ciphers() (suites []string, cbc bool) {
 	for _, s := range kept {
 		cbc = cbc || strings.HasSuffix(s, "-SHA")
 	}
-	if len(exprs) > 0 {
+	if len(exprs) > 0 && len(kept) == 0 {
 		c.report.AddValue(v.key, v.raw, NotSupported, fmt.Sprintf("an OpenSSL cipher expression (%s): Envoy takes suites by name; Envoy's default suites apply. List the suites by name in tls.cipherSuites", strings.Join(exprs, ", ")))
 		return nil, true
+	}
+	if len(exprs) > 0 {
+		// Suites by name beside an expression: the named ones carry over;
+		// what the expression added does not, so the gateway offers
+		// fewer suites than nginx did.
+		c.report.AddValue(v.key+" (expression)", strings.Join(exprs, ":"), NotSupported, "an OpenSSL cipher expression: Envoy takes suites by name, so only the suites named in the list are carried, and clients that needed a suite only the expression added can't connect; list every suite you need by name")
 	}
 	var notes []string
 	if len(dhe) > 0 {
@@ -954,6 +960,10 @@ func (c *converter) ipAccess() {
 	for _, k := range []string{"block-user-agents", "block-referers"} {
 		v := c.get(k, "")
 		header := map[string]string{"block-user-agents": "User-Agent", "block-referers": "Referer"}[k]
+		if v.set && v.raw == "" {
+			c.report.AddValue(k, `""`, DefaultAlready, "empty: nothing to block")
+			continue
+		}
 		c.verdict(v, NotSupported, fmt.Sprintf("no item matches request headers; an AuthorizationPolicy with action DENY and a when condition on request.headers[%s] does it (exact values and prefix or suffix wildcards; nginx's ~ regular expressions don't carry over)", header))
 	}
 }

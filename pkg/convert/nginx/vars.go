@@ -55,6 +55,7 @@ var variables = map[string]operator{
 	"proxy_upstream_name":      {"%UPSTREAM_CLUSTER%", "Istio's cluster name, outbound|PORT||HOST, instead of NAMESPACE-SERVICE-PORT"},
 	"ssl_protocol":             {"%DOWNSTREAM_TLS_VERSION%", ""},
 	"ssl_cipher":               {"%DOWNSTREAM_TLS_CIPHER%", ""},
+	"ssl_session_id":           {"%DOWNSTREAM_TLS_SESSION_ID%", ""},
 	"ssl_server_name":          {"%REQUESTED_SERVER_NAME%", ""},
 	"ssl_client_s_dn":          {"%DOWNSTREAM_PEER_SUBJECT%", ""},
 	"connection":               {"%CONNECTION_ID%", ""},
