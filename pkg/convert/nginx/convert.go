@@ -99,6 +99,10 @@ type converter struct {
 	report Report
 	probs  fielderr.List
 	used   map[string]bool
+	// ciphersDropped is set when ssl-ciphers named suites nginx offered
+	// and the document does not carry them (an OpenSSL expression):
+	// Envoy's default suites, none of them CBC, apply instead.
+	ciphersDropped bool
 }
 
 // value is one key of the ConfigMap: what it holds, or ingress-nginx's

@@ -161,7 +161,9 @@ func (c *converter) clientIP() {
 			c.clientSource("the connection's peer address: without --trusted-hops no X-Forwarded-For entry is trusted, where nginx trusted some")
 		}
 		if useForwarded && useReal {
-			c.report.AddValue(realIP.key, realIP.raw, DefaultAlready, "implied by use-forwarded-headers")
+			// Not Envoy's default: it takes effect with
+			// use-forwarded-headers, whose line says how.
+			c.report.AddValue(realIP.key, realIP.raw, Converted, "together with use-forwarded-headers, which it repeats: see that line")
 		}
 	}
 
@@ -269,7 +271,15 @@ func (c *converter) protocols(cbc bool) string {
 			notes = append(notes, fmt.Sprintf("%s is allowed too: Envoy takes a range", x))
 		}
 	}
-	if lo < "TLSv1_2" && !cbc {
+	switch {
+	case lo < "TLSv1_2" && c.ciphersDropped:
+		works := "TLS 1.2"
+		if hi == "TLSv1_3" {
+			works = "TLS 1.2 and 1.3"
+		}
+		notes = append(notes, "only "+works+" will work: TLS 1.0 and 1.1 need CBC suites, which ssl-ciphers' expression gave nginx and the document does not carry (Envoy's default suites have none); list CBC suites by name in ssl-ciphers to keep them")
+		lo = "TLSv1_2"
+	case lo < "TLSv1_2" && !cbc:
 		notes = append(notes, "TLS 1.0 and 1.1 kept at bay: none of the cipher suites is one they can use (CBC), so they could not connect to nginx either")
 		lo = "TLSv1_2"
 	}
@@ -314,7 +324,8 @@ func (c *converter) ciphers() (suites []string, cbc bool) {
 	}
 	if len(exprs) > 0 && len(kept) == 0 {
 		c.report.AddValue(v.key, v.raw, NotSupported, fmt.Sprintf("an OpenSSL cipher expression (%s): Envoy takes suites by name; Envoy's default suites apply. List the suites by name in tls.cipherSuites", strings.Join(exprs, ", ")))
-		return nil, true
+		c.ciphersDropped = true
+		return nil, false
 	}
 	if len(exprs) > 0 {
 		// Suites by name beside an expression: the named ones carry over;
@@ -520,8 +531,18 @@ func (c *converter) timeouts() {
 		"nginx's limit between two writes of the request to the service",
 		"nginx's limit between two reads of the request body from the client",
 	}
+	longestKey := ""
+	for _, v := range idle {
+		if n := c.integer(v, 1); c.carry(v) && n == longest && longestKey == "" {
+			longestKey = v.key
+		}
+	}
 	for i, v := range idle {
 		detail := fmt.Sprintf("%s; Envoy's stream idle timeout is the closest: the time a request may pass with no data either way, set to the largest of proxy-read-timeout, proxy-send-timeout and client-body-timeout (%ds). Envoy answers 408 before the response starts, or resets the stream (nginx answered 504 or 408)", meanings[i], longest)
+		if n := c.integer(v, 1); n < longest {
+			// Its own value is not the one the gateway uses: say so.
+			detail = fmt.Sprintf("%s; its %ds is not used: Envoy has one stream idle timeout for all three, set to %ds from %s, so a stream idle %ds to %ds is no longer cut as nginx cut it", meanings[i], n, longest, longestKey, n, longest)
+		}
 		switch {
 		case v.set:
 			c.report.AddValue(v.key, v.raw, Converted, "→ downstream.streamIdleTimeout; "+detail)
