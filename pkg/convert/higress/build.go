@@ -3,6 +3,7 @@ package higress
 import (
 	"fmt"
 	"maps"
+	"mime"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,7 +113,9 @@ func (c *converter) document() *yaml.Node {
 	if h := c.headers(); h != nil {
 		add("headers", h, "")
 	}
-	add("gzip", c.gzip(), "")
+	if g := c.gzip(); g != nil {
+		add("gzip", g, "")
+	}
 	if t := c.tracing(); t != nil {
 		add("tracing", t, "")
 	}
@@ -185,7 +188,31 @@ func (c *converter) gzip() *yaml.Node {
 	}
 	s.set("enable", "enable", boolean(g.Enable), "")
 	s.set("minContentLength", "minContentLength", integer(g.MinContentLength), "")
-	s.set("contentType", "contentType", list(g.ContentType), "")
+	// Envoy lowercases a response's content type and drops its
+	// parameters before it looks it up, so a listed type that is not a
+	// bare lower-case media type never matched at Higress's gateway.
+	var types, never []string
+	for _, ct := range g.ContentType {
+		switch mt, params, err := mime.ParseMediaType(ct); {
+		case err != nil:
+			never = append(never, strconv.Quote(out.Cut(ct, 80))+" (not a media type)")
+		case slices.Contains(types, mt):
+			// A repeat, or the same type written another way.
+		case len(params) > 0 || mt != ct:
+			types = append(types, mt)
+			c.report.addValue("gzip.contentType", out.Cut(ct, 80), Difference, fmt.Sprintf("Envoy lowercases a response's content type and drops its parameters before matching, so at Higress's gateway this entry never matched; written as %s, which does", mt))
+		default:
+			types = append(types, ct)
+		}
+	}
+	if len(never) > 0 {
+		c.report.addValue("gzip.contentType", "", Difference, "not carried: "+strings.Join(never, ", ")+"; no response ever matched it at Higress's gateway")
+	}
+	if len(types) == 0 {
+		c.report.add("gzip", Difference, "not written: none of its content types is one Envoy can match, so Higress's gateway compressed nothing")
+		return nil
+	}
+	s.set("contentType", "contentType", list(types), "")
 	s.set("disableOnEtagHeader", "disableOnEtagHeader", boolean(g.DisableOnEtagHeader), "")
 	s.set("memoryLevel", "memoryLevel", integer(g.MemoryLevel), "")
 	s.set("windowBits", "windowBits", integer(g.WindowBits), "")

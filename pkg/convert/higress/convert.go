@@ -295,6 +295,7 @@ func Convert(in Input, opts Options) (*Result, error) {
 	if in.Wrapped {
 		c.report.add("higress", Converted, "the document was read from under its higress: key, where Higress's Helm values hold it")
 	}
+	c.report.dropSameEffectOfDifferences()
 	b, err := out.Document(doc)
 	if err != nil {
 		return nil, out.Bound(higressPaths(err))

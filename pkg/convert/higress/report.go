@@ -73,3 +73,23 @@ func suggestion(path string) string {
 	}
 	return ""
 }
+
+// dropSameEffectOfDifferences removes the "converted (same effect)" entry
+// of a key that also has a difference: a key is listed once as what it
+// is, and a difference is what it is.
+func (r *Report) dropSameEffectOfDifferences() {
+	differs := map[string]bool{}
+	for _, e := range r.Entries {
+		if e.Verdict == Difference {
+			differs[e.Key] = true
+		}
+	}
+	kept := r.Entries[:0]
+	for _, e := range r.Entries {
+		if e.Verdict == Converted && differs[e.Key] {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	r.Entries = kept
+}
