@@ -266,8 +266,10 @@ func (c *converter) tracing() *yaml.Node {
 	if t.Enable && (t.Skywalking != nil || t.OpenTelemetry != nil) {
 		c.report.add("tracing", Difference, "the gRPC collector's cluster gets tracing's HTTP/2 protocol options; Istio replaces a cluster's typed options whole, so upstream.idleTimeout does not reach that one cluster (in Higress it reached no cluster at all)")
 	}
+	written := ""
 	switch {
 	case t.Skywalking != nil:
+		written = "skywalking"
 		s.raw("serviceName", str(service), "the name Higress reports: higress-gateway.<namespace>")
 		c.report.add("tracing.skywalking", Converted, "→ tracing.serviceName "+service+", the service name Higress reports")
 		backend("skywalking", t.Skywalking.Backend(), func(bs *section) {
@@ -276,13 +278,22 @@ func (c *converter) tracing() *yaml.Node {
 			}
 		})
 	case t.OpenTelemetry != nil:
+		written = "opentelemetry"
 		s.raw("serviceName", str(service), "the name Higress reports: higress-gateway.<namespace>")
 		c.report.add("tracing.opentelemetry", Converted, "→ tracing.serviceName "+service+", the service name Higress reports; OTLP over gRPC, as in Higress")
 		backend("opentelemetry", *t.OpenTelemetry, nil)
 	case t.Zipkin != nil:
+		written = "zipkin"
 		backend("zipkin", *t.Zipkin, nil)
 		if t.Enable {
 			c.report.add("tracing.zipkin", Difference, "Higress sends collector_hostname higress-gateway (the Host header of span reports); globalconfig sends the collector's service name. Higress's split_spans_for_request and router start_child_span are deprecated; globalconfig sets their replacement, HCM tracing spawn_upstream_span, which gives the upstream request its own client span as they did")
+		}
+	}
+	// Higress accepts several backends while tracing is off; the section
+	// takes one. Say which were left out.
+	for name := range t.backends() {
+		if name != written {
+			c.report.add("tracing."+name, NotCarried, fmt.Sprintf("tracing is off, and globalconfig's tracing takes one backend: %s is written, %s is not (Higress used neither while tracing is off); keep the one you will turn on", written, name))
 		}
 	}
 	return s.node

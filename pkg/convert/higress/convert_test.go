@@ -383,7 +383,7 @@ func TestTopLevelHeaders(t *testing.T) {
 	if len(h) != 1 || h[0].GetHeader().GetKey() != "x-real-ip" || h[0].GetAppendAction().String() != "OVERWRITE_IF_EXISTS_OR_ADD" {
 		t.Errorf("request_headers_to_add %v", h)
 	}
-	if e := g.report.Find("addXRealIpHeader"); len(e) != 2 || e[1].Verdict != higress.Difference || !strings.Contains(e[1].Detail, "X-ENVOY-EXTERNAL-ADDRESS") {
+	if e := g.report.Find("addXRealIpHeader"); len(e) != 1 || e[0].Verdict != higress.Difference || !strings.Contains(e[0].Detail, "X-ENVOY-EXTERNAL-ADDRESS") {
 		t.Errorf("report %+v", e)
 	}
 }
@@ -458,5 +458,14 @@ func TestReadInputShapes(t *testing.T) {
 	in, err := higress.ReadInput([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: higress-config\n  namespace: gateway-system\ndata:\n  higress: |\n    gzip: {enable: false}\n"))
 	if err != nil || in.Namespace != "gateway-system" {
 		t.Errorf("namespace: %+v %v", in, err)
+	}
+}
+
+// With tracing off Higress accepts two backends; the one not written is
+// said, not dropped in silence.
+func TestDisabledTracingWithTwoBackends(t *testing.T) {
+	g := convert(t, "tracing:\n  enable: false\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: \"9411\"}\n  skywalking: {service: oap.op-system.svc.cluster.local, port: \"11800\"}\n")
+	if e := g.report.Find("tracing.zipkin"); len(e) != 1 || e[0].Verdict != higress.NotCarried || !strings.Contains(e[0].Detail, "skywalking is written, zipkin is not") {
+		t.Errorf("report %+v", e)
 	}
 }
