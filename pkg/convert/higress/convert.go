@@ -240,6 +240,26 @@ func validate(c *Config) error {
 	if t.Enable && tracers != 1 {
 		p.Addf("tracing", "Higress requires exactly one of zipkin, skywalking and opentelemetry when enabled")
 	}
+	if m := c.McpServer; m != nil {
+		// Higress's checks of mcpServer (its MCP server controller): a
+		// failing one rejects the whole document.
+		if m.EnableUserLevelServer && m.Redis == nil {
+			p.Addf("mcpServer.redis", "Higress requires it when enable_user_level_server is true")
+		}
+		types := []string{"exact", "prefix", "suffix", "contains", "regex"}
+		for i, r := range m.MatchList {
+			path := fmt.Sprintf("mcpServer.match_list[%d]", i)
+			if !slices.Contains(types, r.MatchRuleType) {
+				p.Addf(path+".match_rule_type", "Higress requires one of %s", strings.Join(types, ", "))
+			}
+			if r.UpstreamType != "" && !slices.Contains([]string{"rest", "sse", "streamable"}, r.UpstreamType) {
+				p.Addf(path+".upstream_type", "Higress requires rest, sse or streamable")
+			}
+			if r.EnablePathRewrite && r.UpstreamType != "sse" {
+				p.Addf(path+".enable_path_rewrite", "Higress allows a path rewrite only with upstream_type sse")
+			}
+		}
+	}
 	g := c.Gzip
 	if g.MinContentLength <= 0 {
 		p.Addf("gzip.minContentLength", "Higress requires more than 0")

@@ -401,6 +401,14 @@ func TestHigressRejects(t *testing.T) {
 		"tracing:\n  zipkin: {service: zipkin}\n":                   "tracing.zipkin: Higress requires service and port",
 		"downstream:\n  idleTimeout: -1\n":                          "Higress would reject the document",
 		"tracing:\n  enable: true\n  zipkin: {service: z, port: \"9411\"}\n  skywalking: {service: s, port: \"11800\"}\n": "Higress requires exactly one of",
+		"downstream:\n  maxRequestHeadersKb: 0\n": "downstream.maxRequestHeadersKb: 0 passes Higress's check, but its gateway's Envoy refuses",
+		// mcpServer is checked as Higress checks it: any section's failure
+		// rejects the whole document.
+		"mcpServer:\n  enable_user_level_server: true\n":                                        "mcpServer.redis: Higress requires it when enable_user_level_server is true",
+		"mcpServer:\n  match_list:\n  - match_rule_path: /mcp\n":                                "mcpServer.match_list[0].match_rule_type: Higress requires one of exact, prefix",
+		"mcpServer:\n  match_list:\n  - {match_rule_type: prefix, upstream_type: grpc}\n":       "mcpServer.match_list[0].upstream_type: Higress requires rest, sse or streamable",
+		"mcpServer:\n  match_list:\n  - {match_rule_type: prefix, enable_path_rewrite: true}\n": "mcpServer.match_list[0].enable_path_rewrite: Higress allows a path rewrite only with upstream_type sse",
+		"mcpServer:\n  redis: {password: 5}\n":                                                  "Higress would reject the document",
 	} {
 		_, err := higress.Convert(higress.Input{Higress: src}, higress.Options{})
 		if err == nil || !strings.Contains(err.Error(), want) {

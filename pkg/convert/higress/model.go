@@ -58,8 +58,56 @@ type Config struct {
 	DisableXEnvoyHeaders bool        `json:"disableXEnvoyHeaders,omitempty"`
 	AddXRealIPHeader     bool        `json:"addXRealIpHeader,omitempty"`
 	// McpServer is Higress's MCP server for AI agents: not an Envoy
-	// global. It is decoded only to be reported (it may hold a password).
-	McpServer any `json:"mcpServer,omitempty"`
+	// global. It is decoded only to be checked as Higress checks it and
+	// reported (it may hold a password, never shown).
+	McpServer *McpServer `json:"mcpServer,omitempty"`
+}
+
+// McpServer is the part of Higress's mcpServer section its checks read;
+// Higress decodes the rest into types too, so a value of the wrong type
+// anywhere in it makes Higress refuse the document.
+type McpServer struct {
+	Enable                bool          `json:"enable,omitempty"`
+	Redis                 *McpRedis     `json:"redis,omitempty"`
+	SSEPathSuffix         string        `json:"sse_path_suffix,omitempty"`
+	Servers               []McpSSE      `json:"servers,omitempty"`
+	MatchList             []McpMatch    `json:"match_list,omitempty"`
+	EnableUserLevelServer bool          `json:"enable_user_level_server,omitempty"`
+	RateLimit             *McpRateLimit `json:"rate_limit,omitempty"`
+}
+
+// McpRedis is mcpServer.redis.
+type McpRedis struct {
+	Address  string `json:"address,omitempty"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	DB       int    `json:"db,omitempty"`
+}
+
+// McpSSE is one of mcpServer.servers.
+type McpSSE struct {
+	Name       string         `json:"name,omitempty"`
+	Path       string         `json:"path,omitempty"`
+	Type       string         `json:"type,omitempty"`
+	Config     map[string]any `json:"config,omitempty"`
+	DomainList []string       `json:"domain_list,omitempty"`
+}
+
+// McpMatch is one of mcpServer.match_list.
+type McpMatch struct {
+	MatchRuleDomain   string `json:"match_rule_domain,omitempty"`
+	MatchRulePath     string `json:"match_rule_path,omitempty"`
+	MatchRuleType     string `json:"match_rule_type,omitempty"`
+	UpstreamType      string `json:"upstream_type"`
+	EnablePathRewrite bool   `json:"enable_path_rewrite"`
+	PathRewritePrefix string `json:"path_rewrite_prefix"`
+}
+
+// McpRateLimit is mcpServer.rate_limit.
+type McpRateLimit struct {
+	Limit     int64    `json:"limit,omitempty"`
+	Window    int64    `json:"window,omitempty"`
+	WhiteList []string `json:"white_list,omitempty"`
 }
 
 // Tracing is the tracing section. Ports are strings in Higress.
