@@ -408,7 +408,7 @@ func TestHigressRejects(t *testing.T) {
 		"mcpServer:\n  match_list:\n  - match_rule_path: /mcp\n":                                "mcpServer.match_list[0].match_rule_type: Higress requires one of exact, prefix",
 		"mcpServer:\n  match_list:\n  - {match_rule_type: prefix, upstream_type: grpc}\n":       "mcpServer.match_list[0].upstream_type: Higress requires rest, sse or streamable",
 		"mcpServer:\n  match_list:\n  - {match_rule_type: prefix, enable_path_rewrite: true}\n": "mcpServer.match_list[0].enable_path_rewrite: Higress allows a path rewrite only with upstream_type sse",
-		"mcpServer:\n  redis: {db: first}\n":                                                  "Higress would reject the document",
+		"mcpServer:\n  redis: {db: first}\n":                                                    "Higress would reject the document",
 	} {
 		_, err := higress.Convert(higress.Input{Higress: src}, higress.Options{})
 		if err == nil || !strings.Contains(err.Error(), want) {
