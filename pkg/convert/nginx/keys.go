@@ -43,7 +43,7 @@ var fixedKeys = map[string]fixed{
 	"variables-hash-max-size":               {NotNeeded, hashTables, ""},
 	"lua-shared-dicts":                      {NotNeeded, "sizes the Lua memory zones of ingress-nginx's own Lua code", ""},
 	"proxy-buffering":                       {NotNeeded, internalBuffers, ""},
-	"proxy-buffer-size":                     {NotNeeded, internalBuffers, ""},
+	"proxy-buffer-size":                     {NotSupported, "nginx reads a service's response headers into this one buffer and answers 502 (upstream sent too big header) to a response whose headers don't fit; Envoy's limit on a response's headers is the cluster's max_response_headers_kb, 60 KiB by default, which globalconfig does not set: responses nginx refused now pass", ""},
 	"proxy-buffers-number":                  {NotNeeded, internalBuffers, ""},
 	"proxy-busy-buffers-size":               {NotNeeded, internalBuffers, ""},
 	"proxy-max-temp-file-size":              {NotNeeded, internalBuffers, ""},

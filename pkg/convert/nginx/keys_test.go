@@ -45,6 +45,7 @@ var keyCases = []keyCase{
 	// Headers.
 	{key: "large-client-header-buffers", value: "8 16k", verdict: nginx.Converted, want: []string{"downstream.maxRequestHeadersKb=128"}, note: "number × size becomes a limit on the whole header block; nginx's per-line limit has no counterpart"},
 	{key: "large-client-header-buffers", unset: true, verdict: nginx.DefaultWritten, want: []string{"downstream.maxRequestHeadersKb=32"}},
+	{key: "proxy-buffer-size", value: "16k", verdict: nginx.NotSupported, note: "nginx's buffer for a service's response headers (502 when they don't fit); Envoy's limit is 60 KiB (max_response_headers_kb), which globalconfig does not set"},
 	{key: "client-header-buffer-size", value: "4k", verdict: nginx.NotNeeded, note: "nginx's first header buffer; the limit is large-client-header-buffers"},
 	// Client IP.
 	{key: "use-forwarded-headers", value: "true", verdict: nginx.NotSupported, want: []string{"headers.xff=-"}, note: "nginx trusts X-Forwarded-For by address range (proxy-real-ip-cidr); Envoy at a gateway by hop count: give --trusted-hops N"},
