@@ -1,21 +1,26 @@
-// Package ipaccess is the `ipAccess` item: which client addresses the
-// proxy serves. An allow list answers every other client 403, a deny list
-// answers its ranges 403, and a connection deny list closes the TCP
-// connections of its ranges before any HTTP is read (ingress-nginx's
-// whitelist-source-range, denylist-source-range and block-cidrs).
+// Package ipaccess is the `ipAccess` item: which clients the proxy
+// serves. An allow list answers every other client 403, a deny list
+// answers its ranges 403, a connection deny list closes the TCP
+// connections of its ranges before any HTTP is read, and a user agent
+// deny list answers those clients 403 (ingress-nginx's
+// whitelist-source-range, denylist-source-range, block-cidrs and
+// block-user-agents).
 package ipaccess
 
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	httprbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	networkrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -61,6 +66,14 @@ const (
 	PolicyDeny            = "ipAccess.deny"
 	PolicyNotInAllow      = "ipAccess.notInAllow"
 	PolicyDenyConnections = "ipAccess.denyConnections"
+	PolicyDenyUserAgents  = "ipAccess.denyUserAgents"
+)
+
+// MaxUserAgents bounds denyUserAgents, and MaxUserAgent one entry: each is
+// tried on every request.
+const (
+	MaxUserAgents = 1000
+	MaxUserAgent  = 1024
 )
 
 // MaxRanges bounds the three lists together. Envoy checks a client against
@@ -78,6 +91,7 @@ type IPAccess struct {
 	Allow           []string `json:"allow" doc:"Client address ranges served; when set, every other client is answered 403 (ingress-nginx whitelist-source-range). CIDRs or single addresses, IPv4 and IPv6; matched against the client address the HTTP connection manager detected (RBAC remote_ip)."`
 	Deny            []string `json:"deny" doc:"Client address ranges answered 403, even inside allow (ingress-nginx denylist-source-range). CIDRs or single addresses; matched like allow."`
 	DenyConnections []string `json:"denyConnections" doc:"Address ranges whose TCP connections are closed before any HTTP is read (ingress-nginx block-cidrs, which answers 403 instead). Matched against the connection's peer, or the address in the PROXY protocol header when clientIP.proxyProtocol is on; X-Forwarded-For is not read."`
+	DenyUserAgents  []string `json:"denyUserAgents" doc:"User-Agent values answered 403 (ingress-nginx block-user-agents): a value matched whole and ignoring case, as nginx's map matches strings, or a regular expression after ~ (case-sensitive) or ~* (ignoring case) that may match anywhere in the header, in RE2 syntax, as Envoy runs it (no lookaround or backreferences); at most 1000 entries of 1024 bytes."`
 }
 
 var (
@@ -88,7 +102,7 @@ var (
 func init() {
 	items.Register(items.Registration{
 		Name:             Name,
-		Summary:          "Client address allow and deny lists (403) and connection deny lists (closed before HTTP), through Envoy's RBAC filters.",
+		Summary:          "Client address allow and deny lists (403), connection deny lists (closed before HTTP) and a User-Agent deny list (403), through Envoy's RBAC filters.",
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             1,
 		Purpose:          "refuses requests by client address, before they cost a token",
@@ -114,6 +128,7 @@ func (a *IPAccess) Validate() error {
 	checkList(&p, "denyConnections", a.DenyConnections, func(pfx netip.Prefix) string {
 		return fmt.Sprintf("%s would close every %s connection; to take the gateway out of service remove its routes or its listener", pfx, family(pfx))
 	})
+	checkUserAgents(&p, a.DenyUserAgents)
 	n := len(a.Allow) + len(a.Deny) + len(a.DenyConnections)
 	if n > MaxRanges {
 		p.Addf("", "lists %d address ranges in all (allow %d, deny %d, denyConnections %d); at most %d: Envoy tries them one by one on every request, and the EnvoyFilter must fit the API server's object size limit. Block large feeds at a firewall or the load balancer",
@@ -131,12 +146,93 @@ func (a *IPAccess) Validate() error {
 		}
 	}
 	items.RequireSomething(&p, a)
-	if a.Enable && n == 0 && (a.Allow != nil || a.Deny != nil || a.DenyConnections != nil) {
+	if a.Enable && n+len(a.DenyUserAgents) == 0 && (a.Allow != nil || a.Deny != nil || a.DenyConnections != nil || a.DenyUserAgents != nil) {
 		// Empty lists are set keys to RequireSomething, but generate
 		// nothing all the same.
-		p.Addf("", "lists no address range; give at least one in allow, deny or denyConnections, or remove the section")
+		p.Addf("", "lists no address range and no user agent; give at least one in allow, deny, denyConnections or denyUserAgents, or remove the section")
 	}
 	return p.Err()
+}
+
+// UserAgent is one parsed denyUserAgents entry: a value matched whole and
+// ignoring case, or a regular expression.
+type UserAgent struct {
+	Value      string
+	Regex      bool
+	IgnoreCase bool
+}
+
+// ParseUserAgent reads one denyUserAgents entry as nginx's map reads its
+// source values: ~ starts a case-sensitive regular expression, ~* one
+// that ignores case, anything else is a string matched ignoring case.
+func ParseUserAgent(s string) (UserAgent, error) {
+	switch {
+	case strings.HasPrefix(s, "~*"):
+		return parseRegex(strings.TrimPrefix(s, "~*"), true)
+	case strings.HasPrefix(s, "~"):
+		return parseRegex(strings.TrimPrefix(s, "~"), false)
+	case strings.TrimSpace(s) == "":
+		return UserAgent{}, fmt.Errorf("must not be empty")
+	}
+	return UserAgent{Value: s, IgnoreCase: true}, nil
+}
+
+func parseRegex(expr string, ignoreCase bool) (UserAgent, error) {
+	if expr == "" {
+		return UserAgent{}, fmt.Errorf("the regular expression after ~ is empty")
+	}
+	if _, err := regexp.Compile(expr); err != nil {
+		return UserAgent{}, fmt.Errorf("must be a regular expression in RE2 syntax, as Envoy runs it: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
+	return UserAgent{Value: expr, Regex: true, IgnoreCase: ignoreCase}, nil
+}
+
+func checkUserAgents(p *items.Problems, list []string) {
+	if len(list) > MaxUserAgents {
+		p.Addf("denyUserAgents", "lists %d user agents; at most %d: each is tried on every request", len(list), MaxUserAgents)
+	}
+	seen := map[string]int{}
+	for i, s := range list {
+		path := fmt.Sprintf("denyUserAgents[%d]", i)
+		if len(s) > MaxUserAgent {
+			p.Addf(path, "is %d bytes; at most %d", len(s), MaxUserAgent)
+			continue
+		}
+		if _, err := ParseUserAgent(s); err != nil {
+			p.Addf(path, "%v", err)
+			continue
+		}
+		if j, ok := seen[s]; ok {
+			p.Addf(path, "repeats denyUserAgents[%d]; remove one", j)
+		}
+		seen[s] = i
+	}
+}
+
+// userAgents is the permission of requests whose User-Agent matches an
+// entry of list.
+func userAgents(list []string) ([]*rbacv3.Permission, error) {
+	var rules []*rbacv3.Permission
+	for _, s := range list {
+		ua, err := ParseUserAgent(s)
+		if err != nil {
+			return nil, err
+		}
+		m := &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: ua.Value}, IgnoreCase: true}
+		if ua.Regex {
+			expr := ua.Value
+			if ua.IgnoreCase {
+				expr = "(?i)" + expr
+			}
+			// nginx's regular expressions match anywhere in the value;
+			// Envoy's match it whole.
+			m = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: ".*(?:" + expr + ").*"}}}
+		}
+		rules = append(rules, &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
+			Name: "user-agent", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: m},
+		}}})
+	}
+	return []*rbacv3.Permission{{Rule: &rbacv3.Permission_OrRules{OrRules: &rbacv3.Permission_Set{Rules: rules}}}}, nil
 }
 
 // checkList parses one list, records every entry that is not a valid range,
@@ -304,8 +400,15 @@ func (a *IPAccess) Build() ([]envoyfilter.Patch, error) {
 		}
 		patches = append(patches, p)
 	}
-	if len(allow) > 0 || len(deny) > 0 {
+	if len(allow) > 0 || len(deny) > 0 || len(a.DenyUserAgents) > 0 {
 		policies := map[string]*rbacv3.Policy{}
+		if len(a.DenyUserAgents) > 0 {
+			perms, err := userAgents(a.DenyUserAgents)
+			if err != nil {
+				return nil, err
+			}
+			policies[PolicyDenyUserAgents] = &rbacv3.Policy{Permissions: perms, Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}}}
+		}
 		if len(deny) > 0 {
 			policies[PolicyDeny] = &rbacv3.Policy{Permissions: anything(), Principals: remoteIPs(deny)}
 		}

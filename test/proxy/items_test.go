@@ -160,6 +160,20 @@ func TestIPAccess(t *testing.T) {
 			t.Errorf("allowed client: status %d", r.status)
 		}
 	})
+	// block-user-agents' meaning: a plain entry is the whole value,
+	// ignoring case; ~* a regular expression anywhere, ignoring case; ~
+	// one that keeps it.
+	use(ctx, t, "ipAccess:\n  denyUserAgents: [\"BadBot/2.0\", \"~*sqlmap\", \"~^nikto\"]\n")
+	each(t, func(t *testing.T, g *gw) {
+		for ua, want := range map[string]int{
+			"badbot/2.0": 403, "BadBot/2.0 (compatible)": 200, "sqlmap/1.7.2#stable": 403, "Mozilla/5.0 SQLMap": 403,
+			"nikto/2.5": 403, "Nikto/2.5": 200, "Mozilla/5.0 (X11; Linux x86_64)": 200,
+		} {
+			if r := mustGet(ctx, t, g.url("/echo"), map[string]string{"User-Agent": ua}); r.status != want {
+				t.Errorf("User-Agent %q: status %d, want %d", ua, r.status, want)
+			}
+		}
+	})
 }
 
 // customErrors: Envoy's own replies (a 413 here) and a backend's error

@@ -147,7 +147,8 @@ var keyCases = []keyCase{
 	{key: "denylist-source-range", value: "203.0.113.0/24,203.0.113.9", verdict: nginx.Converted, want: []string{"ipAccess.deny=[203.0.113.0/24]"}},
 	{key: "block-cidrs", value: "198.51.100.1/24", verdict: nginx.Converted, want: []string{"ipAccess.deny=[198.51.100.0/24]"}, note: "ipAccess.deny (403 after X-Forwarded-For, as nginx), not denyConnections"},
 	{key: "whitelist-source-range", value: "", verdict: nginx.DefaultAlready, want: []string{"ipAccess=-"}},
-	{key: "block-user-agents", value: "~*sqlmap", verdict: nginx.NotSupported, note: "an AuthorizationPolicy DENY on request.headers[User-Agent]; empty blocks nothing"},
+	{key: "block-user-agents", value: "~*sqlmap", verdict: nginx.Converted, want: []string{"ipAccess.denyUserAgents=[~*sqlmap]"}, note: "read as nginx's map reads it: a plain value whole and ignoring case, ~ and ~* regular expressions; one RE2 can't run (lookaround) is reported; empty blocks nothing"},
+	{key: "block-user-agents", value: "Go-http-client/1.1,~^nikto", verdict: nginx.Converted, want: []string{"ipAccess.denyUserAgents=[Go-http-client/1.1 ~^nikto]"}},
 	{key: "block-user-agents", value: "", verdict: nginx.DefaultAlready},
 	{key: "block-referers", value: "~*spam", verdict: nginx.NotSupported},
 	// Request IDs, paths and headers.

@@ -815,7 +815,13 @@ func (c *converter) tracing() {
 	c.put(name, "tracing.serviceName", out.Str(name.raw), "the service name spans are reported under", "Envoy reports the gateway's own name")
 	c.write("tracing.opentelemetry.service", out.Str(service), "otlp-collector-host: "+host.raw)
 	c.report.AddValue(host.key, host.raw, Converted, "→ tracing.opentelemetry.service: "+service+suffix(note))
-	c.put(port, "tracing.opentelemetry.port", out.Int(p), "", "")
+	if !port.set && c.opts.NoDefaults {
+		// The collector needs a port, and Envoy has no default for it.
+		c.write("tracing.opentelemetry.port", out.Int(p), "ingress-nginx default (otlp-collector-port: "+port.raw+")")
+		c.report.AddValue(port.key, port.raw, DefaultWritten, "→ tracing.opentelemetry.port: "+port.raw+"; written despite --no-nginx-defaults: the collector needs a port, and Envoy has no default")
+	} else {
+		c.put(port, "tracing.opentelemetry.port", out.Int(p), "", "")
+	}
 	if c.boolean(parent) {
 		c.verdict(parent, DefaultAlready, "Envoy keeps the sampling decision of an incoming traceparent")
 	} else {
@@ -978,14 +984,47 @@ func (c *converter) ipAccess() {
 		}
 		c.report.AddValue(x.v.key, x.v.raw, Converted, fmt.Sprintf("→ %s: %s; %s%s", x.to, strings.Join(x.kept, ", "), x.detail, suffix(strings.Join(notes[x.v.key], "; "))))
 	}
-	for _, k := range []string{"block-user-agents", "block-referers"} {
-		v := c.get(k, "")
-		header := map[string]string{"block-user-agents": "User-Agent", "block-referers": "Referer"}[k]
-		if v.set && v.raw == "" {
-			c.report.AddValue(k, `""`, DefaultAlready, "empty: nothing to block")
+	c.blockUserAgents()
+	refs := c.get("block-referers", "")
+	if refs.set && refs.raw == "" {
+		c.report.AddValue(refs.key, `""`, DefaultAlready, "empty: nothing to block")
+		return
+	}
+	c.verdict(refs, NotSupported, "no item matches the Referer header; an AuthorizationPolicy with action DENY and a when condition on request.headers[Referer] does it (exact values and prefix or suffix wildcards; nginx's ~ regular expressions don't carry over)")
+}
+
+// blockUserAgents converts block-user-agents, nginx map source values,
+// to ipAccess.denyUserAgents, which reads them the same way; an entry
+// Envoy's regular expression engine can't run is reported.
+func (c *converter) blockUserAgents() {
+	v := c.get("block-user-agents", "")
+	if !v.set {
+		return
+	}
+	var kept, refused []string
+	for _, e := range list(v) {
+		if _, err := ipaccess.ParseUserAgent(e); err != nil || len(e) > ipaccess.MaxUserAgent {
+			refused = append(refused, strconv.Quote(out.Cut(e, 80)))
 			continue
 		}
-		c.verdict(v, NotSupported, fmt.Sprintf("no item matches request headers; an AuthorizationPolicy with action DENY and a when condition on request.headers[%s] does it (exact values and prefix or suffix wildcards; nginx's ~ regular expressions don't carry over)", header))
+		if !slices.Contains(kept, e) {
+			kept = append(kept, e)
+		}
+	}
+	switch {
+	case len(kept) == 0 && len(refused) == 0:
+		c.report.AddValue(v.key, `""`, DefaultAlready, "empty: nothing to block")
+		return
+	case len(kept) > ipaccess.MaxUserAgents:
+		c.report.AddValue(v.key, "", NotSupported, fmt.Sprintf("%d user agents; ipAccess.denyUserAgents takes at most %d, each tried on every request", len(kept), ipaccess.MaxUserAgents))
+		return
+	}
+	if len(kept) > 0 {
+		c.write("ipAccess.denyUserAgents", out.List(kept), "block-user-agents")
+		c.report.AddValue(v.key, out.Cut(v.raw, maxShownValue), Converted, "→ ipAccess.denyUserAgents: requests with these User-Agents are answered 403, as by nginx; read as nginx's map reads them (a plain value whole and ignoring case, ~ and ~* regular expressions)")
+	}
+	if len(refused) > 0 {
+		c.report.AddValue(v.key+" (not carried)", strings.Join(refused, ", "), NotSupported, "regular expressions Envoy's RE2 engine can't run (lookaround, backreferences), or empty entries: those clients are no longer blocked; rewrite them in RE2 syntax")
 	}
 }
 
