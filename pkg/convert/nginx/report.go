@@ -18,8 +18,10 @@ const (
 	// applied its default anyway, and the document now says it, so the
 	// gateway keeps behaving as the controller did.
 	DefaultWritten Verdict = "nginx default written"
-	// DefaultSkipped: as DefaultWritten, but --no-nginx-defaults left it
-	// out: the gateway keeps Envoy's behaviour, which the detail names.
+	// DefaultSkipped: as DefaultWritten, but left out, by
+	// --no-nginx-defaults or because writing it would change more than
+	// the key meant: the gateway keeps Envoy's behaviour, which the detail
+	// names.
 	DefaultSkipped Verdict = "nginx default not written"
 	// DefaultAlready: Envoy's or Istio's default already does what the
 	// value asked for.
@@ -41,7 +43,7 @@ var verdictOrder = []Verdict{Converted, DefaultWritten, DefaultSkipped, DefaultA
 var titles = map[Verdict]string{
 	Converted:      "converted",
 	DefaultWritten: "nginx default written (ingress-nginx applied it without the key; the document now says it)",
-	DefaultSkipped: "nginx default not written (--no-nginx-defaults: Envoy's behaviour applies instead)",
+	DefaultSkipped: "nginx default not written (--no-nginx-defaults, or writing it would change more than the key meant: Envoy's behaviour applies instead)",
 	DefaultAlready: "default already (Envoy or Istio already behaves this way)",
 	NotNeeded:      "not needed with Envoy",
 	NotSupported:   "not supported (not converted; what to do instead)",

@@ -277,7 +277,14 @@ func (c *converter) protocols(cbc bool) string {
 		if hi == "TLSv1_3" {
 			works = "TLS 1.2 and 1.3"
 		}
-		notes = append(notes, "only "+works+" will work: TLS 1.0 and 1.1 need CBC suites, which ssl-ciphers' expression gave nginx and the document does not carry (Envoy's default suites have none); list CBC suites by name in ssl-ciphers to keep them")
+		notes = append(notes, "only "+works+" will work: TLS 1.0 and 1.1 need CBC suites, which ssl-ciphers' expression gave nginx and the document does not carry; list CBC suites by name in ssl-ciphers to keep them")
+		var old []string
+		for _, x := range versions {
+			if x < "TLSv1_2" {
+				old = append(old, map[string]string{"TLSv1_0": "TLSv1", "TLSv1_1": "TLSv1.1"}[x])
+			}
+		}
+		c.report.AddValue(v.key+" (old versions)", strings.Join(old, " "), NotSupported, "clients of these versions could connect to nginx and can't to the gateway: see ssl-protocols")
 		lo = "TLSv1_2"
 	case lo < "TLSv1_2" && !cbc:
 		notes = append(notes, "TLS 1.0 and 1.1 kept at bay: none of the cipher suites is one they can use (CBC), so they could not connect to nginx either")
@@ -331,6 +338,7 @@ func (c *converter) ciphers() (suites []string, cbc bool) {
 		// Suites by name beside an expression: the named ones carry over;
 		// what the expression added does not, so the gateway offers
 		// fewer suites than nginx did.
+		c.ciphersDropped = true
 		c.report.AddValue(v.key+" (expression)", strings.Join(exprs, ":"), NotSupported, "an OpenSSL cipher expression: Envoy takes suites by name, so only the suites named in the list are carried, and clients that needed a suite only the expression added can't connect; list every suite you need by name")
 	}
 	var notes []string
