@@ -2,6 +2,7 @@ package higress_test
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -475,5 +476,39 @@ func TestDisabledTracingWithTwoBackends(t *testing.T) {
 	g := convert(t, "tracing:\n  enable: false\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: \"9411\"}\n  skywalking: {service: oap.op-system.svc.cluster.local, port: \"11800\"}\n")
 	if e := g.report.Find("tracing.zipkin"); len(e) != 1 || e[0].Verdict != higress.NotCarried || !strings.Contains(e[0].Detail, "skywalking is written, zipkin is not") {
 		t.Errorf("report %+v", e)
+	}
+}
+
+// A Higress Helm values file as teams keep it converts as Higress reads
+// it: unwrapped, the numeric port taken, mixed-case content types written
+// as the types that match, the MCP server checked and reported without
+// its password.
+func TestHelmValuesFile(t *testing.T) {
+	src, err := os.ReadFile("testdata/helm-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := higress.ReadInput(src)
+	if err != nil || !in.Wrapped {
+		t.Fatalf("%+v %v", in, err)
+	}
+	res, err := higress.Convert(in, higress.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	res.Report.Write(&report)
+	text := string(res.Manifest) + report.String()
+	for _, want := range []string{"port: 11800", "- text/html", "- application/json", "maxRequestHeadersKb: 96", "mcpServer: a Higress feature"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "r3d1s-s3cret") || strings.Contains(text, "Text/HTML\n") && !strings.Contains(report.String(), "gzip.contentType = Text/HTML") {
+		t.Errorf("the password shown, or Text/HTML not explained:\n%s", text)
+	}
+	g := convert(t, in.Higress)
+	if _, ok := g.objs["tracing"]; !ok {
+		t.Error("no tracing")
 	}
 }
