@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"mime"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -640,7 +641,26 @@ func (c *converter) compression() {
 		}
 		c.put(level, k.section+"."+k.levelKey, k.levelNode(n), "", "globalconfig's default level applies")
 		c.put(length, k.section+".minContentLength", out.Int(c.integer(length, 0)), "responses whose Content-Length is smaller stay uncompressed, as in nginx", "globalconfig's default applies")
-		list := strings.Fields(types.raw)
+		// nginx compares media types ignoring case; Envoy lowercases the
+		// response's type, so the list is written in lower case, and an
+		// entry that is no media type (it never matched) is left out.
+		var list, never []string
+		for _, ct := range strings.Fields(types.raw) {
+			if ct == "*" {
+				list = append(list, ct)
+				continue
+			}
+			mt, _, err := mime.ParseMediaType(ct)
+			switch {
+			case err != nil:
+				never = append(never, strconv.Quote(out.Cut(ct, 80)))
+			case !slices.Contains(list, mt):
+				list = append(list, mt)
+			}
+		}
+		if len(never) > 0 {
+			c.report.AddValue(types.key+" (not carried)", strings.Join(never, ", "), NotNeeded, "not media types: nginx never matched a response to them")
+		}
 		switch {
 		case slices.Contains(list, "*"):
 			c.report.AddValue(types.key, types.raw, NotSupported, "Envoy compresses only the content types it lists; globalconfig's default list applies")
