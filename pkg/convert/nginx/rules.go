@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/items/headers"
@@ -867,6 +868,11 @@ func (c *converter) tracing() {
 func serviceHost(host, namespace string) (service, note string, ok bool) {
 	if _, err := netip.ParseAddr(host); err == nil {
 		return "", "otlp-collector-host is an address; the tracing item sends spans to a service Istio knows (a Service, or a ServiceEntry for one outside the cluster): give its host name", false
+	}
+	// Host names ignore case; Istio's service names are lower case.
+	host = strings.ToLower(host)
+	if msgs := validation.IsDNS1123Subdomain(strings.TrimSuffix(host, ".")); len(msgs) > 0 {
+		return "", "otlp-collector-host is not a host name, so nginx could not resolve it either: " + msgs[0], false
 	}
 	switch parts := strings.Split(strings.TrimSuffix(host, "."), "."); {
 	case strings.HasSuffix(host, ".svc.cluster.local"):
