@@ -17,14 +17,14 @@ import (
 // canaryState is what the worker keeps of the rollout in one term.
 type canaryState struct {
 	// stable is the set every proxy had before the current change: the
-	// last promoted (or directly delivered) one. It is the stored last
-	// good document's set at the start of a term, nil when none is
-	// stored. stableRead is set once the term looked.
-	stable     *canary.Set
-	stableRead bool
+	// last promoted (or directly delivered) one; nil until known. At the
+	// start of a term it is the stored last good document's set, read
+	// only when a canary policy or record asks for it.
+	stable *canary.Set
 	// record is the current rollout, from the status at the start of a
-	// term.
-	record *canary.Record
+	// term; recordRead is set once the term took it.
+	record     *canary.Record
+	recordRead bool
 	// deliveredAt is when this term first delivered the canary set of the
 	// rollout named key (document/to), on this process's clock: the bake
 	// time is measured on it alone, and starts again after a restart.
@@ -35,29 +35,21 @@ type canaryState struct {
 // rolloutInput is the canary step's input for this sync: what the term
 // knows of the stable set and the rollout, istiod's verdict on the canary
 // set, the bake time and an operator's action.
-func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) (*decide.Rollout, error) {
+func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) *decide.Rollout {
 	cs := &c.st.canary
-	if !cs.stableRead {
-		data, err := ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
-		if err != nil {
-			return nil, err
-		}
-		if data != nil {
-			// A renderer of its own: rendering the old document must not
-			// evict the current one's built items from the shared cache.
-			if res := render.New().FromConfigMap(data); res.Valid() {
-				cs.stable = &canary.Set{Objects: res.Objects, Hash: render.SetHash(res.Objects)}
-			}
-		}
+	if !cs.recordRead {
 		if c.st.status != nil {
 			cs.record = c.st.status.Canary
 		}
-		cs.stableRead = true
+		cs.recordRead = true
 	}
-	in := &decide.Rollout{Stable: cs.stable, Record: cs.record, Now: c.now(), Fleet: c.fleet(ctx)}
+	in := &decide.Rollout{Input: canary.Input{Stable: cs.stable, Record: cs.record, Now: c.now(), Fleet: c.fleet(ctx)}}
+	if cs.stable == nil {
+		in.LoadStable = func() (*canary.Set, error) { return c.stableFromLastGood(ctx) }
+	}
 	r := cs.record
 	if r == nil || r.Phase != canary.InCanary {
-		return in, nil
+		return in
 	}
 	if key := r.Document + "/" + r.To; key == cs.key {
 		bake, err := time.ParseDuration(r.BakeTime)
@@ -65,7 +57,24 @@ func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) (*d
 	}
 	in.Action = r.Requested(cm.Annotations[canary.AnnotationAction])
 	in.Verdict = c.verdict()
-	return in, nil
+	return in
+}
+
+// stableFromLastGood is the stored last good document's set, remembered
+// for the term: nil when none is stored or it no longer renders.
+func (c *Controller) stableFromLastGood(ctx context.Context) (*canary.Set, error) {
+	data, err := c.lastGoodData(ctx)
+	if err != nil || data == nil {
+		return nil, err
+	}
+	// A renderer of its own: rendering the old document must not evict
+	// the current one's built items from the shared cache.
+	res := render.New().FromConfigMap(data)
+	if !res.Valid() {
+		return nil, nil
+	}
+	c.st.canary.stable = &canary.Set{Objects: res.Objects, Hash: render.SetHash(res.Objects)}
+	return c.st.canary.stable, nil
 }
 
 // fleetTimeout bounds the question, before a canary phase, of which

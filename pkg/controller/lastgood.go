@@ -46,6 +46,20 @@ func ReadLastGood(ctx context.Context, kube kubernetes.Interface, namespace, nam
 	return cm.Data, nil
 }
 
+// lastGoodData reads the stored last good document once a term, for both
+// the decision on an invalid document and a canary's stable set.
+func (c *Controller) lastGoodData(ctx context.Context) (map[string]string, error) {
+	if c.st.lastGoodRead {
+		return c.st.lastGood, nil
+	}
+	data, err := ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	c.st.lastGood, c.st.lastGoodRead = data, true
+	return data, nil
+}
+
 // storeLastGood keeps cm's document as the last good one, unless the copy
 // already renders to set.
 func (c *Controller) storeLastGood(ctx context.Context, cm *corev1.ConfigMap, set []*envoyfilter.Object) error {
@@ -70,5 +84,6 @@ func (c *Controller) storeLastGood(ctx context.Context, cm *corev1.ConfigMap, se
 	}
 	c.metrics.APIWrites.WithLabelValues("apply", "configmaps").Inc()
 	c.st.lastGoodHash = hash
+	c.st.lastGood, c.st.lastGoodRead = map[string]string{document.DataKey: cm.Data[document.DataKey]}, true
 	return nil
 }

@@ -49,9 +49,11 @@ type state struct {
 	// proxy (with their message) for the tracked version, and the
 	// unreachable istiod instances.
 	rollout rolloutSeen
-	// lastGoodRead is set once the term looked for a stored last good
-	// document; lastGoodHash is the set hash of the stored one.
+	// lastGoodRead is set once the term read the stored last good
+	// document, and lastGood is its data (nil for none); lastGoodHash is
+	// the set hash of the stored one.
 	lastGoodRead bool
+	lastGood     map[string]string
 	lastGoodHash string
 	// canary is the rollout's state (canary.go).
 	canary canaryState
@@ -86,18 +88,11 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	if c.st.applied != nil {
 		in.Applied = c.st.applied.Applied()
 	}
-	if !c.st.lastGoodRead {
-		// Asked at most once a term: when the term starts on an invalid
-		// document or without one.
-		in.LastGood = func() (map[string]string, error) {
-			c.st.lastGoodRead = true
-			return ReadLastGood(ctx, c.kube, c.cfg.Namespace, c.cfg.Name)
-		}
-	}
+	// Read at most once a term (lastGoodData remembers it): asked when the
+	// term starts on an invalid document or without one.
+	in.LastGood = func() (map[string]string, error) { return c.lastGoodData(ctx) }
 	if !missing {
-		if in.Rollout, err = c.rolloutInput(ctx, cm); err != nil {
-			return err
-		}
+		in.Rollout = c.rolloutInput(ctx, cm)
 	}
 	d, err := decide.Decide(c.renderer, in)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"time"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
@@ -80,24 +79,15 @@ type Input struct {
 	Rollout *Rollout
 }
 
-// Rollout is what the canary step needs besides the document.
+// Rollout is what the canary step needs besides the document: its
+// canary.Input, whose Policy, Document and Candidate Decide fills in from
+// the document.
 type Rollout struct {
-	// Stable is the set every proxy had before the change: the last
-	// promoted one; nil when none is known.
-	Stable *canary.Set
-	// Record is the current rollout (nil for none); Verdict istiod's word
-	// on its canary set; Baked whether its bake time has passed; Action
-	// an operator's request for it.
-	Record  *canary.Record
-	Verdict canary.Verdict
-	Baked   bool
-	Action  canary.Action
-	Now     time.Time
-	// Fleet is canary.Input.Fleet.
-	Fleet func(label string, candidate []*envoyfilter.Object) canary.Verdict
-	// Follow is canary.Input.Follow: deliver what Record says, decide
-	// nothing.
-	Follow bool
+	canary.Input
+	// LoadStable, when Stable is nil, reads the stable set (nil for none).
+	// It is asked only when the step may need it: the document's policy
+	// asks for canaries, or a rollout record is at hand.
+	LoadStable func() (*canary.Set, error)
 }
 
 // Decision is what every sink is to deliver, and what to report.
@@ -174,18 +164,23 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 // step hands a valid document's decision d to the canary step. A fresh
 // sink that is to hold gets the stable set: it has nothing to keep.
 func step(d Decision, policy canary.Policy, ro *Rollout, fresh bool) (Decision, error) {
-	out, err := canary.Step(canary.Input{
-		Policy: policy, Document: d.Document, Candidate: canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)},
-		Stable: ro.Stable, Record: ro.Record, Verdict: ro.Verdict, Baked: ro.Baked, Action: ro.Action, Now: ro.Now, Fleet: ro.Fleet,
-		Follow: ro.Follow,
-	})
+	in := ro.Input
+	in.Policy, in.Document, in.Candidate = policy, d.Document, canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)}
+	if in.Stable == nil && ro.LoadStable != nil && (policy.Enabled() || in.Record != nil) {
+		stable, err := ro.LoadStable()
+		if err != nil {
+			return Decision{}, err
+		}
+		in.Stable = stable
+	}
+	out, err := canary.Step(in)
 	if err != nil {
 		return Decision{}, err
 	}
 	d.Rollout = &out
 	switch {
-	case out.Hold && fresh && ro.Stable != nil:
-		d.Source, d.Set = LastGood, ro.Stable.Objects
+	case out.Hold && fresh && in.Stable != nil:
+		d.Source, d.Set = LastGood, in.Stable.Objects
 	case out.Hold:
 		d.Source, d.Set = None, nil
 	case out.Record != nil && out.Record.Phase == canary.InCanary:

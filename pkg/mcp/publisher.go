@@ -185,7 +185,7 @@ func (p *Publisher) follow(ctx context.Context) (*decide.Rollout, error) {
 			p.stable = &canary.Set{Objects: res.Objects, Hash: render.SetHash(res.Objects)}
 		}
 	}
-	return &decide.Rollout{Follow: true, Stable: p.stable, Record: rec}, nil
+	return &decide.Rollout{Input: canary.Input{Follow: true, Stable: p.stable, Record: rec}}, nil
 }
 
 // serverSink is the MCP sink: it serves the set to every istiod.
