@@ -126,9 +126,14 @@ func writeStructured(w io.Writer, format string, v any) error {
 // in the cluster, with kubectl diff's exit codes.
 func diffCommand(args []string, env Env) int {
 	var cf clusterFlags
-	file, fleet, code := docArgs("diff", args, env, cf.define)
+	var pf preflightFlags
+	file, fleet, code := docArgs("diff", args, env, func(fs *flag.FlagSet) { cf.define(fs); pf.define(fs) })
 	if code != ExitOK {
 		return code
+	}
+	if pf.envoy != "" && !pf.set() {
+		fmt.Fprintln(env.Stderr, "globalconfig diff: --envoy needs --proxy or --config-dump")
+		return ExitUsage
 	}
 	ns, name, code := cf.check("diff", env)
 	if code != ExitOK {
@@ -165,6 +170,9 @@ func diffCommand(args []string, env Env) int {
 		return code
 	}
 	ctx := context.Background()
+	if pf.set() {
+		return preflightDiff(ctx, &pf, cf.output, desired, kube, istio, env)
+	}
 	cmKey := ns + "/" + name
 	var before map[string]string
 	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})

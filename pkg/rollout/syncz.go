@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -141,6 +142,8 @@ type adsClient struct {
 type Connected struct {
 	ProxySync
 	Labels map[string]string
+	// ConnectionID is istiod's name of the connection: POD.NAMESPACE-N.
+	ConnectionID string
 }
 
 // Connected returns every proxy connected to the istiod at base
@@ -169,7 +172,7 @@ func (c *Client) Connected(ctx context.Context, base string) ([]Connected, error
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		out = append(out, Connected{ProxySync: ProxySync{ProxyID: id}, Labels: labels})
+		out = append(out, Connected{ProxySync: ProxySync{ProxyID: id}, Labels: labels, ConnectionID: a.ConnectionID})
 	}
 	return out, nil
 }
@@ -245,9 +248,29 @@ func (c *Client) get(ctx context.Context, base, path string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s: %s", path, resp.Status, firstLine(string(body), 200))
+		return nil, &StatusError{Path: path, Status: resp.Status, Code: resp.StatusCode, Body: firstLine(string(body), 200)}
 	}
 	return body, nil
+}
+
+// StatusError is an istiod debug endpoint answering other than 200.
+type StatusError struct {
+	Path, Status string
+	Code         int
+	Body         string // its first line, cut to 200 bytes
+}
+
+func (e *StatusError) Error() string {
+	p, _, _ := strings.Cut(e.Path, "?")
+	return fmt.Sprintf("%s answered %s: %s", p, e.Status, e.Body)
+}
+
+// ConfigDump returns the configuration the istiod at base generates for
+// one connected proxy (/debug/config_dump), in the form of Envoy's admin
+// config dump, without endpoints. conn is the proxy's connection ID as
+// adsz reports it (POD.NAMESPACE-N).
+func (c *Client) ConfigDump(ctx context.Context, base, conn string) ([]byte, error) {
+	return c.get(ctx, base, "/debug/config_dump?proxyID="+url.QueryEscape(conn))
 }
 
 // PushCounter reads istiod's push counter from one of its nonces. istiod

@@ -1,0 +1,317 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/envoybin"
+	"github.com/globalconfig/globalconfig/pkg/preflight"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
+)
+
+// Exit codes of diff --proxy, besides diff's own.
+const (
+	// ExitEnvoyRejects: the Envoy binary of --envoy refuses the predicted
+	// configuration.
+	ExitEnvoyRejects = 10
+	// ExitNoProxy: no istiod has the proxy --proxy names connected.
+	ExitNoProxy = 11
+	// ExitIstiod: no istiod could be asked (unreachable, refused).
+	ExitIstiod = 12
+	// ExitBadDump: the config dump (--config-dump, or istiod's answer) is
+	// not one: truncated, of another tool, or of no proxy.
+	ExitBadDump = 13
+	// ExitNotEnvoy: --envoy names no runnable Envoy binary.
+	ExitNotEnvoy = 14
+)
+
+// preflightFlags are diff's flags for one live proxy.
+type preflightFlags struct {
+	proxy, dump, envoy, istiod, istiodService, root string
+}
+
+func (p *preflightFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&p.proxy, "proxy", "", "POD.NAMESPACE of a gateway: show the Envoy-level change of its listeners, routes and clusters, predicted from its current config as istiod generates it")
+	fs.StringVar(&p.dump, "config-dump", "", "instead of asking istiod, read the proxy's current config from this file: `istioctl proxy-config all POD -o json`, or Envoy's admin /config_dump")
+	fs.StringVar(&p.envoy, "envoy", "", "with --proxy or --config-dump: load the predicted config into this Envoy binary (envoy --mode validate); exit 10 if it refuses it")
+	fs.StringVar(&p.istiod, "istiod-debug-url", "", "istiod's debug base URL(s), comma-separated, e.g. http://localhost:8080 after kubectl port-forward -n istio-system deploy/istiod 8080 (default: every ready endpoint of --istiod-service on port 8080)")
+	fs.StringVar(&p.istiodService, "istiod-service", "istio-system/istiod", "istiod's Service, NAMESPACE/NAME")
+	fs.StringVar(&p.root, "root-namespace", "istio-system", "the mesh's root namespace")
+}
+
+func (p *preflightFlags) set() bool { return p.proxy != "" || p.dump != "" }
+
+// preflightDiff is diff --proxy / --config-dump: the proxy's Envoy-level
+// change, and with --envoy, that Envoy's verdict.
+func preflightDiff(ctx context.Context, pf *preflightFlags, format string, desired []*envoyfilter.Object, kube kubernetes.Interface, istio istioclient.Interface, env Env) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(env.Stderr, "globalconfig diff: "+format+"\n", args...)
+		return code
+	}
+	var bin *envoybin.Binary
+	if pf.envoy != "" {
+		// The binary first: a wrong one fails before anything is fetched.
+		var err error
+		if bin, err = envoybin.Open(ctx, pf.envoy); err != nil {
+			return fail(ExitNotEnvoy, "--envoy: %v", err)
+		}
+	}
+	var (
+		current *preflight.Config
+		px      preflight.Proxy
+	)
+	if pf.dump != "" {
+		data, err := os.ReadFile(pf.dump)
+		if err != nil {
+			return fail(ExitIO, "--config-dump: %v", err)
+		}
+		if current, err = preflight.ParseDump(data); err != nil {
+			return fail(ExitBadDump, "--config-dump %s: %v", pf.dump, err)
+		}
+		if px, err = proxyOfDump(current); err != nil {
+			return fail(ExitBadDump, "--config-dump %s: %v", pf.dump, err)
+		}
+		if pf.proxy != "" && pf.proxy != px.Name {
+			return fail(ExitUsage, "--proxy %s, but the dump is of %s", pf.proxy, px.Name)
+		}
+	} else {
+		code := 0
+		current, px, code = fetchProxy(ctx, pf, kube, env)
+		if code != ExitOK {
+			return code
+		}
+	}
+
+	live, others, err := preflight.ClusterFilters(ctx, istio)
+	if err != nil {
+		return fail(ExitAPI, "%v", err)
+	}
+	in := preflight.Input{Current: current, Proxy: px, RootNamespace: pf.root, Live: live, Desired: preflight.FromObjects(desired), Others: others}
+	pred, err := preflight.Predict(in)
+	if err != nil {
+		return fail(ExitIO, "predict %s: %v", px.Name, err)
+	}
+	changes, err := pred.Changes()
+	if err != nil {
+		return fail(ExitIO, "%v", err)
+	}
+	var verdict *preflight.Verdict
+	if bin != nil {
+		verdict, err = preflight.Validate(ctx, bin, pred, func(item string) (*preflight.Prediction, error) {
+			one := in
+			one.Desired = onlyItemChanged(live, in.Desired, item)
+			return preflight.Predict(one)
+		})
+		if err != nil {
+			return fail(ExitIO, "--envoy: %v", err)
+		}
+	}
+	report := preflightReport{Proxy: px, Items: pred.Changed, Changes: changes, Inexact: pred.Inexact, Notes: pred.Notes, Opaque: current.Opaque, Dropped: current.Dropped, Envoy: verdict}
+	if report.Changes == nil {
+		report.Changes = []preflight.Change{}
+	}
+	if format == "text" {
+		err = report.write(env.Stdout)
+	} else {
+		err = writeStructured(env.Stdout, format, report)
+	}
+	if err != nil {
+		return fail(ExitIO, "%v", err)
+	}
+	switch {
+	case verdict != nil && verdict.Rejected != "" && verdict.BaseRejected == "":
+		return ExitEnvoyRejects
+	case len(changes) > 0:
+		return ExitChanged
+	}
+	return ExitOK
+}
+
+// onlyItemChanged is the live set with item's EnvoyFilter as in desired:
+// the change of that item alone.
+func onlyItemChanged(live, desired []preflight.Filter, item string) []preflight.Filter {
+	var out []preflight.Filter
+	for _, f := range live {
+		if f.Item != item {
+			out = append(out, f)
+		}
+	}
+	for _, f := range desired {
+		if f.Item == item {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// preflightReport is diff --proxy's output.
+type preflightReport struct {
+	Proxy   preflight.Proxy    `json:"proxy"`
+	Items   []string           `json:"items"`
+	Changes []preflight.Change `json:"changes"`
+	Inexact []string           `json:"inexact,omitempty"`
+	Notes   []string           `json:"notes,omitempty"`
+	Opaque  []string           `json:"opaqueTypes,omitempty"`
+	Dropped string             `json:"droppedFields,omitempty"`
+	Envoy   *preflight.Verdict `json:"envoy,omitempty"`
+}
+
+func (r preflightReport) write(w io.Writer) error {
+	var b strings.Builder
+	kind := r.Proxy.Type
+	if kind == "router" {
+		kind = "gateway"
+	}
+	fmt.Fprintf(&b, "proxy %s (%s", r.Proxy.Name, kind)
+	if r.Proxy.IstioVersion != "" {
+		fmt.Fprintf(&b, ", Istio %s", r.Proxy.IstioVersion)
+	}
+	b.WriteString(")\n")
+	if len(r.Items) == 0 {
+		b.WriteString("no item's patches for this proxy change\n")
+	} else {
+		fmt.Fprintf(&b, "items whose patches for this proxy change: %s\n", strings.Join(r.Items, ", "))
+	}
+	if len(r.Changes) == 0 {
+		b.WriteString("its Envoy configuration does not change\n")
+	} else {
+		var parts []string
+		for _, c := range r.Changes {
+			parts = append(parts, fmt.Sprintf("%s %s %s", c.Kind, c.Name, c.Change))
+		}
+		fmt.Fprintf(&b, "its Envoy configuration changes: %s\n\n", strings.Join(parts, "; "))
+		for _, c := range r.Changes {
+			b.WriteString(c.Diff)
+		}
+	}
+	for _, s := range r.Inexact {
+		fmt.Fprintf(&b, "not predicted exactly: %s\n", s)
+	}
+	for _, s := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", s)
+	}
+	if len(r.Opaque) > 0 {
+		fmt.Fprintf(&b, "note: typed configs this build does not know, compared by type only: %s\n", strings.Join(r.Opaque, ", "))
+	}
+	if r.Dropped != "" {
+		fmt.Fprintf(&b, "note: fields this build does not know were dropped from the dump (a newer Envoy API?): %s\n", r.Dropped)
+	}
+	if v := r.Envoy; v != nil {
+		if len(v.Removed) > 0 {
+			fmt.Fprintf(&b, "envoy %s: taken out for upstream Envoy (Istio's own extensions): %s\n", v.Envoy, strings.Join(v.Removed, "; "))
+		}
+		switch {
+		case v.Rejected == "":
+			fmt.Fprintf(&b, "envoy %s accepts the predicted configuration\n", v.Envoy)
+		case v.BaseRejected != "":
+			fmt.Fprintf(&b, "envoy %s rejects the predicted configuration, but it rejects the current one too, so this says nothing of the change: %s\n", v.Envoy, v.BaseRejected)
+		default:
+			fmt.Fprintf(&b, "envoy %s REJECTS the predicted configuration: %s\n", v.Envoy, v.Rejected)
+			if len(v.Items) > 0 {
+				fmt.Fprintf(&b, "rejected on its own: the change of %s\n", strings.Join(v.Items, ", "))
+			} else {
+				b.WriteString("no item's change is rejected on its own: only their combination\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// proxyOfDump reads the proxy's identity from the dump's bootstrap node.
+func proxyOfDump(c *preflight.Config) (preflight.Proxy, error) {
+	n := c.Node
+	if n == nil {
+		return preflight.Proxy{}, errors.New("it names no proxy (no bootstrap node: istiod's own dump has none); use --proxy to read the proxy from istiod instead")
+	}
+	parts := strings.Split(n.GetId(), "~")
+	if len(parts) != 4 {
+		return preflight.Proxy{}, fmt.Errorf("its node ID %q is not an Istio proxy's (TYPE~IP~POD.NAMESPACE~DOMAIN)", n.GetId())
+	}
+	px := preflight.Proxy{Type: parts[0], Name: parts[2]}
+	_, px.Namespace, _ = strings.Cut(parts[2], ".")
+	md := n.GetMetadata().GetFields()
+	if v := md["NAMESPACE"].GetStringValue(); v != "" {
+		px.Namespace = v
+	}
+	px.IstioVersion = md["ISTIO_VERSION"].GetStringValue()
+	if l := md["LABELS"].GetStructValue(); l != nil {
+		px.Labels = map[string]string{}
+		for k, v := range l.GetFields() {
+			px.Labels[k] = v.GetStringValue()
+		}
+	}
+	return px, nil
+}
+
+// fetchProxy finds the proxy on the istiods and reads its config.
+func fetchProxy(ctx context.Context, pf *preflightFlags, kube kubernetes.Interface, env Env) (*preflight.Config, preflight.Proxy, int) {
+	fail := func(code int, format string, args ...any) (*preflight.Config, preflight.Proxy, int) {
+		fmt.Fprintf(env.Stderr, "globalconfig diff: "+format+"\n", args...)
+		return nil, preflight.Proxy{}, code
+	}
+	var bases []string
+	if pf.istiod != "" {
+		for _, u := range strings.Split(pf.istiod, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				bases = append(bases, u)
+			}
+		}
+	} else {
+		sns, sname, ok := strings.Cut(pf.istiodService, "/")
+		if !ok {
+			return fail(ExitUsage, "--istiod-service must be NAMESPACE/NAME, got %q", pf.istiodService)
+		}
+		list, err := kube.DiscoveryV1().EndpointSlices(sns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + sname})
+		if err != nil {
+			return fail(ExitAPI, "list the endpoints of %s: %v", pf.istiodService, err)
+		}
+		for _, sl := range list.Items {
+			for _, ep := range sl.Endpoints {
+				if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+					continue
+				}
+				for _, a := range ep.Addresses {
+					u := "http://" + net.JoinHostPort(a, strconv.Itoa(rollout.DefaultDebugPort))
+					if !slices.Contains(bases, u) {
+						bases = append(bases, u)
+					}
+				}
+			}
+		}
+		if len(bases) == 0 {
+			return fail(ExitIstiod, "the Service %s has no ready endpoint; give --istiod-debug-url", pf.istiodService)
+		}
+	}
+	cfg, px, err := preflight.Fetch(ctx, &rollout.Client{HTTP: &http.Client{}}, bases, pf.proxy)
+	var noProxy *preflight.NoProxyError
+	var unreachable *preflight.IstiodError
+	var dump *preflight.DumpError
+	switch {
+	case err == nil:
+		return cfg, px, ExitOK
+	case errors.As(err, &noProxy):
+		return fail(ExitNoProxy, "%v", err)
+	case errors.As(err, &unreachable):
+		return fail(ExitIstiod, "%v", err)
+	case errors.As(err, &dump):
+		return fail(ExitBadDump, "%v", err)
+	default:
+		return fail(ExitUsage, "%v", err)
+	}
+}

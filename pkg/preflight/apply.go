@@ -1,0 +1,687 @@
+package preflight
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Patch is one config patch of an EnvoyFilter that reaches the proxy, with
+// its value decoded into the type istiod uses for its applyTo.
+type Patch struct {
+	Item   string // the item it comes from; the EnvoyFilter's name for others
+	Filter string // NAMESPACE/NAME of its EnvoyFilter
+	CP     *networking.EnvoyFilter_EnvoyConfigObjectPatch
+	Value  proto.Message
+}
+
+func (p Patch) op() networking.EnvoyFilter_Patch_Operation { return p.CP.GetPatch().GetOperation() }
+
+func (p Patch) lm() *networking.EnvoyFilter_ListenerMatch { return p.CP.GetMatch().GetListener() }
+
+func (p Patch) contextMatches(pctx networking.EnvoyFilter_PatchContext) bool {
+	c := p.CP.GetMatch().GetContext()
+	return c == pctx || c == networking.EnvoyFilter_ANY
+}
+
+// byApplyTo groups patches by what they apply to, keeping their order.
+type byApplyTo map[networking.EnvoyFilter_ApplyTo][]Patch
+
+func group(ps []Patch) byApplyTo {
+	out := byApplyTo{}
+	for _, p := range ps {
+		out[p.CP.GetApplyTo()] = append(out[p.CP.GetApplyTo()], p)
+	}
+	return out
+}
+
+// supported are the applyTo kinds Apply predicts; the others are listed
+// as not predicted.
+var supported = map[networking.EnvoyFilter_ApplyTo]bool{
+	networking.EnvoyFilter_LISTENER:            true,
+	networking.EnvoyFilter_LISTENER_FILTER:     true,
+	networking.EnvoyFilter_FILTER_CHAIN:        true,
+	networking.EnvoyFilter_NETWORK_FILTER:      true,
+	networking.EnvoyFilter_HTTP_FILTER:         true,
+	networking.EnvoyFilter_ROUTE_CONFIGURATION: true,
+	networking.EnvoyFilter_VIRTUAL_HOST:        true,
+	networking.EnvoyFilter_CLUSTER:             true,
+}
+
+// Apply returns a copy of c with ps applied in order, for a proxy whose
+// resources istiod patches in context pctx (GATEWAY for a gateway), the
+// way istiod applies EnvoyFilters (pilot/pkg/networking/core/envoyfilter):
+// listeners first whole, then their listener filters, filter chains,
+// network filters and HTTP filters; route configurations, then virtual
+// hosts; clusters merged, then added. MERGE is Istio's proto merge: set
+// scalars replace, lists append, a Duration or a nested Any is replaced,
+// and a filter's typed config is merged by value.
+func Apply(c *Config, pctx networking.EnvoyFilter_PatchContext, ps []Patch) (*Config, error) {
+	for _, p := range ps {
+		if !supported[p.CP.GetApplyTo()] {
+			return nil, fmt.Errorf("%s: applyTo %s is not predicted", p.Filter, p.CP.GetApplyTo())
+		}
+	}
+	out := c.clone()
+	g := group(ps)
+	for _, l := range out.Listeners {
+		if err := patchListener(pctx, g, l); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range g[networking.EnvoyFilter_LISTENER] {
+		if p.op() != networking.EnvoyFilter_Patch_ADD {
+			continue
+		}
+		if p.CP.GetMatch().GetContext() == networking.EnvoyFilter_ANY && pctx != networking.EnvoyFilter_SIDECAR_OUTBOUND && pctx != networking.EnvoyFilter_GATEWAY {
+			continue
+		}
+		if p.contextMatches(pctx) {
+			out.Listeners = append(out.Listeners, proto.Clone(p.Value).(*listenerv3.Listener))
+		}
+	}
+	out.Listeners = slices.DeleteFunc(out.Listeners, func(l *listenerv3.Listener) bool { return l.GetName() == "" })
+
+	for i, rc := range out.Routes {
+		out.Routes[i] = patchRoute(pctx, g, rc)
+	}
+
+	var clusters []*clusterv3.Cluster
+	for _, cl := range out.Clusters {
+		if patchCluster(pctx, g, cl) {
+			clusters = append(clusters, cl)
+		}
+	}
+	for _, p := range g[networking.EnvoyFilter_CLUSTER] {
+		if p.op() != networking.EnvoyFilter_Patch_ADD {
+			continue
+		}
+		if p.CP.GetMatch().GetContext() == networking.EnvoyFilter_ANY && pctx != networking.EnvoyFilter_SIDECAR_OUTBOUND && pctx != networking.EnvoyFilter_GATEWAY {
+			continue
+		}
+		if p.contextMatches(pctx) {
+			clusters = append(clusters, proto.Clone(p.Value).(*clusterv3.Cluster))
+		}
+	}
+	out.Clusters = clusters
+	return out, nil
+}
+
+func (c *Config) clone() *Config {
+	out := *c
+	out.Listeners = cloneAll(c.Listeners)
+	out.Routes = cloneAll(c.Routes)
+	out.Clusters = cloneAll(c.Clusters)
+	return &out
+}
+
+func cloneAll[T proto.Message](in []T) []T {
+	out := make([]T, len(in))
+	for i, m := range in {
+		out[i] = proto.Clone(m).(T)
+	}
+	return out
+}
+
+func isMerge(op networking.EnvoyFilter_Patch_Operation) bool {
+	return op == networking.EnvoyFilter_Patch_MERGE || op == networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST
+}
+
+func mergeOp(op networking.EnvoyFilter_Patch_Operation, dst, src proto.Message) {
+	if op == networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST {
+		MergeReplaceLists(dst, src)
+		return
+	}
+	Merge(dst, src)
+}
+
+func patchListener(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener) error {
+	if l.GetName() == "" {
+		return nil
+	}
+	for _, p := range g[networking.EnvoyFilter_LISTENER] {
+		if !p.contextMatches(pctx) || !listenerMatch(l, p) {
+			continue
+		}
+		if p.op() == networking.EnvoyFilter_Patch_REMOVE {
+			l.Name = ""
+			return nil
+		}
+		if isMerge(p.op()) {
+			mergeOp(p.op(), l, p.Value)
+		}
+	}
+	patchListenerFilters(pctx, g[networking.EnvoyFilter_LISTENER_FILTER], l)
+	return patchFilterChains(pctx, g, l)
+}
+
+func patchListenerFilters(pctx networking.EnvoyFilter_PatchContext, ps []Patch, l *listenerv3.Listener) {
+	for _, p := range ps {
+		if !p.contextMatches(pctx) || !listenerMatch(l, p) {
+			continue
+		}
+		want := p.lm().GetListenerFilter()
+		match := func(f *listenerv3.ListenerFilter) bool { return want == "" || f.GetName() == want }
+		value := func() *listenerv3.ListenerFilter { return proto.Clone(p.Value).(*listenerv3.ListenerFilter) }
+		switch p.op() {
+		case networking.EnvoyFilter_Patch_ADD:
+			l.ListenerFilters = append(l.ListenerFilters, value())
+		case networking.EnvoyFilter_Patch_INSERT_FIRST:
+			l.ListenerFilters = slices.Insert(l.ListenerFilters, 0, value())
+		case networking.EnvoyFilter_Patch_INSERT_AFTER:
+			if want == "" {
+				l.ListenerFilters = append(l.ListenerFilters, value())
+				continue
+			}
+			l.ListenerFilters = insertAt(l.ListenerFilters, match, value, 1)
+		case networking.EnvoyFilter_Patch_INSERT_BEFORE:
+			if want == "" {
+				l.ListenerFilters = slices.Insert(l.ListenerFilters, 0, value())
+				continue
+			}
+			l.ListenerFilters = insertAt(l.ListenerFilters, match, value, 0)
+		case networking.EnvoyFilter_Patch_REPLACE:
+			if want != "" {
+				replaceFirst(l.ListenerFilters, match, value)
+			}
+		case networking.EnvoyFilter_Patch_REMOVE:
+			if want != "" {
+				l.ListenerFilters = slices.DeleteFunc(l.ListenerFilters, match)
+			}
+		case networking.EnvoyFilter_Patch_MERGE:
+			if want == "" {
+				continue
+			}
+			// Istio merges into every listener filter here, whatever its
+			// name, once the patch names one.
+			for _, f := range l.ListenerFilters {
+				if f.GetTypedConfig() == nil {
+					continue
+				}
+				if src := p.Value.(*listenerv3.ListenerFilter).GetTypedConfig(); src != nil {
+					if merged, err := mergeAnys(f.GetTypedConfig(), src); err == nil {
+						f.ConfigType = &listenerv3.ListenerFilter_TypedConfig{TypedConfig: merged}
+					}
+				}
+			}
+		}
+	}
+}
+
+// insertAt inserts a new value before (off 0) or after (off 1) the first
+// element that matches.
+func insertAt[E any](s []E, match func(E) bool, value func() E, off int) []E {
+	for i, e := range s {
+		if match(e) {
+			return slices.Insert(s, i+off, value())
+		}
+	}
+	return s
+}
+
+func replaceFirst[E any](s []E, match func(E) bool, value func() E) {
+	for i, e := range s {
+		if match(e) {
+			s[i] = value()
+			return
+		}
+	}
+}
+
+func patchFilterChains(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener) error {
+	for _, fc := range l.FilterChains {
+		if fc.Filters == nil {
+			continue
+		}
+		if err := patchFilterChain(pctx, g, l, fc); err != nil {
+			return err
+		}
+	}
+	if fc := l.GetDefaultFilterChain(); fc.GetFilters() != nil {
+		if err := patchFilterChain(pctx, g, l, fc); err != nil {
+			return err
+		}
+		if fc.Filters == nil {
+			l.DefaultFilterChain = nil
+		}
+	}
+	for _, p := range g[networking.EnvoyFilter_FILTER_CHAIN] {
+		if p.op() == networking.EnvoyFilter_Patch_ADD && p.contextMatches(pctx) && listenerMatch(l, p) {
+			l.FilterChains = append(l.FilterChains, proto.Clone(p.Value).(*listenerv3.FilterChain))
+		}
+	}
+	l.FilterChains = slices.DeleteFunc(l.FilterChains, func(fc *listenerv3.FilterChain) bool { return fc.Filters == nil })
+	return nil
+}
+
+func patchFilterChain(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain) error {
+	for _, p := range g[networking.EnvoyFilter_FILTER_CHAIN] {
+		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) {
+			continue
+		}
+		if p.op() == networking.EnvoyFilter_Patch_REMOVE {
+			fc.Filters = nil
+			return nil
+		}
+		if isMerge(p.op()) {
+			merged, ok := mergeTransportSocket(fc.GetTransportSocket(), p.Value.(*listenerv3.FilterChain).GetTransportSocket())
+			if !ok {
+				continue
+			}
+			if !merged {
+				mergeOp(p.op(), fc, p.Value)
+			}
+		}
+	}
+	return patchNetworkFilters(pctx, g, l, fc)
+}
+
+// mergeTransportSocket merges a patch's transport socket into dst's when
+// both name the same socket, by value (merged true). ok is false when
+// Istio's merge would fail and skip the patch.
+func mergeTransportSocket(dst, src *corev3.TransportSocket) (merged, ok bool) {
+	if src == nil || dst == nil || src.GetName() != dst.GetName() {
+		return false, true
+	}
+	d, s := dst.GetTypedConfig(), src.GetTypedConfig()
+	if d != nil && s != nil {
+		m, err := mergeAnys(d, s)
+		if err != nil {
+			return false, false
+		}
+		Merge(d, m)
+	}
+	return true, true
+}
+
+func patchNetworkFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain) error {
+	for _, p := range g[networking.EnvoyFilter_NETWORK_FILTER] {
+		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) {
+			continue
+		}
+		want := p.lm().GetFilterChain().GetFilter().GetName()
+		has := p.lm().GetFilterChain().GetFilter() != nil
+		match := func(f *listenerv3.Filter) bool { return !has || f.GetName() == want }
+		value := func() *listenerv3.Filter { return proto.Clone(p.Value).(*listenerv3.Filter) }
+		switch p.op() {
+		case networking.EnvoyFilter_Patch_ADD:
+			fc.Filters = append(fc.Filters, value())
+		case networking.EnvoyFilter_Patch_INSERT_FIRST:
+			fc.Filters = slices.Insert(fc.Filters, 0, value())
+		case networking.EnvoyFilter_Patch_INSERT_AFTER:
+			if !has {
+				fc.Filters = append(fc.Filters, value())
+				continue
+			}
+			fc.Filters = insertAt(fc.Filters, match, value, 1)
+		case networking.EnvoyFilter_Patch_INSERT_BEFORE:
+			if !has {
+				fc.Filters = slices.Insert(fc.Filters, 0, value())
+				continue
+			}
+			fc.Filters = insertAt(fc.Filters, match, value, 0)
+		case networking.EnvoyFilter_Patch_REPLACE:
+			if has {
+				replaceFirst(fc.Filters, match, value)
+			}
+		case networking.EnvoyFilter_Patch_REMOVE:
+			if has {
+				fc.Filters = slices.DeleteFunc(fc.Filters, match)
+			}
+		}
+	}
+	for _, f := range fc.Filters {
+		if err := patchNetworkFilter(pctx, g, l, fc, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func networkFilterMatch(f *listenerv3.Filter, p Patch) bool {
+	m := p.lm().GetFilterChain().GetFilter()
+	return m == nil || m.GetName() == f.GetName()
+}
+
+func patchNetworkFilter(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain, f *listenerv3.Filter) error {
+	for _, p := range g[networking.EnvoyFilter_NETWORK_FILTER] {
+		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) || !networkFilterMatch(f, p) {
+			continue
+		}
+		if p.op() != networking.EnvoyFilter_Patch_MERGE || f.GetTypedConfig() == nil {
+			continue
+		}
+		user := p.Value.(*listenerv3.Filter)
+		name := f.GetName()
+		if user.GetName() != "" {
+			name = user.GetName()
+		}
+		var merged *anypb.Any
+		if user.GetTypedConfig() != nil {
+			var err error
+			if merged, err = mergeAnys(f.GetTypedConfig(), user.GetTypedConfig()); err != nil {
+				merged = f.GetTypedConfig()
+			}
+		}
+		f.Name = name
+		if merged != nil {
+			f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: merged}
+		}
+	}
+	if f.GetName() == "envoy.filters.network.http_connection_manager" {
+		return patchHTTPFilters(pctx, g, l, fc, f)
+	}
+	return nil
+}
+
+func httpFilterMatch(f *hcmv3.HttpFilter, p Patch) bool {
+	m := p.lm().GetFilterChain().GetFilter().GetSubFilter()
+	return m == nil || m.GetName() == f.GetName()
+}
+
+func patchHTTPFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain, f *listenerv3.Filter) error {
+	hcm := &hcmv3.HttpConnectionManager{}
+	if f.GetTypedConfig() != nil {
+		if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
+			return nil
+		}
+	}
+	for _, p := range g[networking.EnvoyFilter_HTTP_FILTER] {
+		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) || !networkFilterMatch(f, p) {
+			continue
+		}
+		has := p.lm().GetFilterChain().GetFilter().GetSubFilter() != nil
+		match := func(h *hcmv3.HttpFilter) bool { return httpFilterMatch(h, p) }
+		value := func() *hcmv3.HttpFilter { return proto.Clone(p.Value).(*hcmv3.HttpFilter) }
+		switch p.op() {
+		case networking.EnvoyFilter_Patch_ADD:
+			hcm.HttpFilters = append(hcm.HttpFilters, value())
+		case networking.EnvoyFilter_Patch_INSERT_FIRST:
+			hcm.HttpFilters = slices.Insert(hcm.HttpFilters, 0, value())
+		case networking.EnvoyFilter_Patch_INSERT_AFTER:
+			if !has {
+				hcm.HttpFilters = append(hcm.HttpFilters, value())
+				continue
+			}
+			hcm.HttpFilters = insertAt(hcm.HttpFilters, match, value, 1)
+		case networking.EnvoyFilter_Patch_INSERT_BEFORE:
+			if !has {
+				hcm.HttpFilters = slices.Insert(hcm.HttpFilters, 0, value())
+				continue
+			}
+			hcm.HttpFilters = insertAt(hcm.HttpFilters, match, value, 0)
+		case networking.EnvoyFilter_Patch_REPLACE:
+			if has {
+				replaceFirst(hcm.HttpFilters, match, value)
+			}
+		case networking.EnvoyFilter_Patch_REMOVE:
+			if has {
+				hcm.HttpFilters = slices.DeleteFunc(hcm.HttpFilters, match)
+			}
+		}
+	}
+	for _, h := range hcm.HttpFilters {
+		for _, p := range g[networking.EnvoyFilter_HTTP_FILTER] {
+			if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) || !networkFilterMatch(f, p) || !httpFilterMatch(h, p) {
+				continue
+			}
+			if p.op() != networking.EnvoyFilter_Patch_MERGE || h.GetTypedConfig() == nil {
+				continue
+			}
+			user := p.Value.(*hcmv3.HttpFilter)
+			name := h.GetName()
+			if user.GetName() != "" {
+				name = user.GetName()
+			}
+			var merged *anypb.Any
+			if user.GetTypedConfig() != nil {
+				var err error
+				if merged, err = mergeAnys(h.GetTypedConfig(), user.GetTypedConfig()); err != nil {
+					merged = h.GetTypedConfig()
+				}
+			}
+			h.Name = name
+			if merged != nil {
+				h.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: merged}
+			}
+		}
+	}
+	if f.GetTypedConfig() != nil {
+		a, err := anypb.New(hcm)
+		if err != nil {
+			return fmt.Errorf("encode the connection manager of listener %s: %w", l.GetName(), err)
+		}
+		f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+	}
+	return nil
+}
+
+func listenerMatch(l *listenerv3.Listener, p Patch) bool {
+	m := p.lm()
+	if m == nil {
+		return true
+	}
+	if m.GetName() != "" && m.GetName() != l.GetName() {
+		return false
+	}
+	if p.CP.GetApplyTo() != networking.EnvoyFilter_LISTENER && (l.GetName() == "virtualInbound" || l.GetName() == "virtualOutbound") {
+		return true
+	}
+	if m.GetPortNumber() != 0 {
+		sa := l.GetAddress().GetSocketAddress()
+		if sa == nil || sa.GetPortValue() != m.GetPortNumber() {
+			return false
+		}
+	}
+	return true
+}
+
+func filterChainMatch(l *listenerv3.Listener, fc *listenerv3.FilterChain, p Patch) bool {
+	m := p.lm()
+	if m == nil {
+		return true
+	}
+	virtual := l.GetName() == "virtualInbound" || l.GetName() == "virtualOutbound"
+	if virtual && m.GetPortNumber() > 0 && fc.GetFilterChainMatch().GetDestinationPort().GetValue() != m.GetPortNumber() {
+		return false
+	}
+	cm := m.GetFilterChain()
+	if cm == nil {
+		return true
+	}
+	fm := fc.GetFilterChainMatch()
+	if cm.GetName() != "" && cm.GetName() != fc.GetName() {
+		return false
+	}
+	if cm.GetSni() != "" && !slices.Contains(fm.GetServerNames(), cm.GetSni()) {
+		return false
+	}
+	if cm.GetTransportProtocol() != "" && fm.GetTransportProtocol() != cm.GetTransportProtocol() {
+		return false
+	}
+	if cm.GetApplicationProtocols() != "" {
+		if fm == nil {
+			return false
+		}
+		for _, ap := range strings.Split(cm.GetApplicationProtocols(), ",") {
+			if !slices.Contains(fm.GetApplicationProtocols(), ap) {
+				return false
+			}
+		}
+	}
+	if cm.GetDestinationPort() > 0 && (fm.GetDestinationPort() == nil || fm.GetDestinationPort().GetValue() != cm.GetDestinationPort()) {
+		return false
+	}
+	return true
+}
+
+// patchRoute patches one route configuration; gateways' RDS names carry
+// the port, port name and Gateway that matches read.
+func patchRoute(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, rc *routev3.RouteConfiguration) *routev3.RouteConfiguration {
+	for _, p := range g[networking.EnvoyFilter_ROUTE_CONFIGURATION] {
+		if isMerge(p.op()) && p.contextMatches(pctx) && routeMatch(pctx, rc, p) {
+			mergeOp(p.op(), rc, p.Value)
+		}
+	}
+	removed := map[string]bool{}
+	for i, vh := range rc.VirtualHosts {
+		for _, p := range g[networking.EnvoyFilter_VIRTUAL_HOST] {
+			if !p.contextMatches(pctx) || !routeMatch(pctx, rc, p) || !vhostMatch(vh, p) {
+				continue
+			}
+			if p.op() == networking.EnvoyFilter_Patch_REMOVE {
+				removed[vh.GetName()] = true
+				break
+			} else if isMerge(p.op()) {
+				mergeOp(p.op(), vh, p.Value)
+			} else if p.op() == networking.EnvoyFilter_Patch_REPLACE {
+				vh = proto.Clone(p.Value).(*routev3.VirtualHost)
+				rc.VirtualHosts[i] = vh
+			}
+		}
+	}
+	for _, p := range g[networking.EnvoyFilter_VIRTUAL_HOST] {
+		if p.op() == networking.EnvoyFilter_Patch_ADD && p.contextMatches(pctx) && routeMatch(pctx, rc, p) {
+			rc.VirtualHosts = append(rc.VirtualHosts, proto.Clone(p.Value).(*routev3.VirtualHost))
+		}
+	}
+	if len(removed) > 0 {
+		rc.VirtualHosts = slices.DeleteFunc(rc.VirtualHosts, func(vh *routev3.VirtualHost) bool { return removed[vh.GetName()] })
+	}
+	return rc
+}
+
+func routeMatch(pctx networking.EnvoyFilter_PatchContext, rc *routev3.RouteConfiguration, p Patch) bool {
+	m := p.CP.GetMatch().GetRouteConfiguration()
+	if m == nil {
+		return true
+	}
+	if m.GetName() != "" && m.GetName() != rc.GetName() {
+		return false
+	}
+	if pctx != networking.EnvoyFilter_GATEWAY {
+		if m.GetPortNumber() != 0 {
+			port, _ := strconv.Atoi(rc.GetName())
+			if !strings.HasPrefix(rc.GetName(), "inbound") && int(m.GetPortNumber()) != port {
+				return false
+			}
+		}
+		return true
+	}
+	port, portName, gateway := gatewayRouteName(rc.GetName())
+	if m.GetPortName() != "" && m.GetPortName() != portName {
+		return false
+	}
+	if m.GetGateway() != "" && m.GetGateway() != gateway {
+		return false
+	}
+	// Istio also maps a Service port to the gateway's target port here;
+	// the dump does not carry that map (see Prediction.Inexact).
+	if m.GetPortNumber() != 0 && int(m.GetPortNumber()) != port {
+		return false
+	}
+	return true
+}
+
+// gatewayRouteName reads a gateway RDS name: http.PORT, or
+// https.PORT.PORTNAME.GATEWAY.NAMESPACE.
+func gatewayRouteName(name string) (port int, portName, gateway string) {
+	if rest, ok := strings.CutPrefix(name, "http."); ok {
+		port, _ = strconv.Atoi(rest)
+		return port, "", ""
+	}
+	if rest, ok := strings.CutPrefix(name, "https."); ok && strings.Count(name, ".") == 4 {
+		parts := strings.Split(rest, ".")
+		port, _ = strconv.Atoi(parts[0])
+		return port, parts[1], parts[3] + "/" + parts[2]
+	}
+	return 0, "", ""
+}
+
+func vhostMatch(vh *routev3.VirtualHost, p Patch) bool {
+	m := p.CP.GetMatch().GetRouteConfiguration().GetVhost()
+	if m == nil {
+		return true
+	}
+	return (m.GetName() == "" || m.GetName() == vh.GetName()) && (m.GetDomainName() == "" || slices.Contains(vh.GetDomains(), m.GetDomainName()))
+}
+
+// patchCluster merges the cluster patches into cl; false when one removes
+// it.
+func patchCluster(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, cl *clusterv3.Cluster) bool {
+	for _, p := range g[networking.EnvoyFilter_CLUSTER] {
+		if p.op() == networking.EnvoyFilter_Patch_REMOVE && p.contextMatches(pctx) && clusterMatch(cl, p) {
+			return false
+		}
+		if !isMerge(p.op()) || !p.contextMatches(pctx) || !clusterMatch(cl, p) {
+			continue
+		}
+		src := p.Value.(*clusterv3.Cluster)
+		if ts := src.GetTransportSocket(); ts != nil {
+			var dst *corev3.TransportSocket
+			if len(cl.GetTransportSocketMatches()) > 0 {
+				for _, m := range cl.GetTransportSocketMatches() {
+					if m.GetTransportSocket() != nil && m.GetTransportSocket().GetName() == ts.GetName() {
+						dst = m.GetTransportSocket()
+						break
+					}
+				}
+				if dst == nil {
+					continue
+				}
+			} else if cl.GetTransportSocket() != nil && cl.GetTransportSocket().GetName() == ts.GetName() {
+				dst = cl.GetTransportSocket()
+			}
+			if dst == nil {
+				cl.TransportSocket = ts
+				continue
+			}
+			if _, ok := mergeTransportSocket(dst, ts); !ok {
+				continue
+			}
+			continue
+		}
+		mergeOp(p.op(), cl, p.Value)
+	}
+	return true
+}
+
+// clusterMatch follows Istio's: a name matches exactly; otherwise the
+// subset, service and port are read from the outbound|PORT|SUBSET|HOST
+// name.
+func clusterMatch(cl *clusterv3.Cluster, p Patch) bool {
+	m := p.CP.GetMatch().GetCluster()
+	if m == nil {
+		return true
+	}
+	if m.GetName() != "" {
+		return m.GetName() == cl.GetName()
+	}
+	parts := strings.Split(cl.GetName(), "|")
+	var subset, host string
+	port := 0
+	if len(parts) == 4 {
+		port, _ = strconv.Atoi(parts[1])
+		subset, host = parts[2], parts[3]
+	}
+	if m.GetSubset() != "" && m.GetSubset() != subset {
+		return false
+	}
+	if m.GetService() != "" && m.GetService() != host {
+		return false
+	}
+	if m.GetPortNumber() != 0 && int(m.GetPortNumber()) != port {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,230 @@
+package preflight
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+)
+
+// Proxy is the proxy a prediction is for, as istiod knows it.
+type Proxy struct {
+	Name         string            `json:"name"` // POD.NAMESPACE
+	Namespace    string            `json:"namespace"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	IstioVersion string            `json:"istioVersion,omitempty"`
+	Type         string            `json:"type"` // router (a gateway) or sidecar
+}
+
+// Filter is one EnvoyFilter that may reach the proxy.
+type Filter struct {
+	Namespace, Name string
+	// Item is the globalconfig item it was rendered from; "" for an
+	// EnvoyFilter globalconfig does not own.
+	Item string
+	Spec *networking.EnvoyFilter
+}
+
+func (f Filter) key() string { return f.Namespace + "/" + f.Name }
+
+// FromObjects are the filters of a rendered set.
+func FromObjects(objs []*envoyfilter.Object) []Filter {
+	out := make([]Filter, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, Filter{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, Item: o.Item(), Spec: o.Spec})
+	}
+	return out
+}
+
+// Select returns the patches of fs that istiod gives px, in the order it
+// applies them: by priority, the root namespace's first, then by name
+// (istiod orders equal priorities by creation time, which a set not yet
+// applied does not have). Patches with a proxy metadata match are not
+// predicted and are returned as notes.
+func Select(px Proxy, root string, fs []Filter) ([]Patch, []string, error) {
+	var chosen []Filter
+	for _, f := range fs {
+		if f.Namespace != root && f.Namespace != px.Namespace {
+			continue
+		}
+		sel := f.Spec.GetWorkloadSelector().GetLabels()
+		if len(f.Spec.GetTargetRefs()) > 0 {
+			continue // Gateway API targets: not gateways of the Istio API
+		}
+		match := true
+		for k, v := range sel {
+			if px.Labels[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			chosen = append(chosen, f)
+		}
+	}
+	slices.SortStableFunc(chosen, func(a, b Filter) int {
+		if pa, pb := a.Spec.GetPriority(), b.Spec.GetPriority(); pa != pb {
+			if pa < pb {
+				return -1
+			}
+			return 1
+		}
+		if a.Namespace != b.Namespace && (a.Namespace == root || b.Namespace == root) {
+			if a.Namespace == root {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name+"."+a.Namespace, b.Name+"."+b.Namespace)
+	})
+	var out []Patch
+	var notes []string
+	for _, f := range chosen {
+		for i, cp := range f.Spec.GetConfigPatches() {
+			if pm := cp.GetMatch().GetProxy(); pm != nil {
+				if len(pm.GetMetadata()) > 0 {
+					notes = append(notes, fmt.Sprintf("EnvoyFilter %s patch %d matches proxy metadata, which is not predicted: left out", f.key(), i))
+					continue
+				}
+				if pv := pm.GetProxyVersion(); pv != "" {
+					re, err := regexp.Compile(pv)
+					if err != nil {
+						return nil, nil, fmt.Errorf("EnvoyFilter %s patch %d: proxyVersion %q: %w", f.key(), i, pv, err)
+					}
+					if px.IstioVersion == "" || !re.MatchString(px.IstioVersion) {
+						continue
+					}
+				}
+			}
+			value, err := envoyfilter.FromStruct(cp.GetApplyTo(), cp.GetPatch().GetValue())
+			if err != nil {
+				return nil, nil, fmt.Errorf("EnvoyFilter %s patch %d: %w", f.key(), i, err)
+			}
+			item := f.Item
+			if item == "" {
+				item = f.key()
+			}
+			out = append(out, Patch{Item: item, Filter: f.key(), CP: cp, Value: value})
+		}
+	}
+	return out, notes, nil
+}
+
+// Input is what a prediction starts from.
+type Input struct {
+	Current *Config
+	Proxy   Proxy
+	// RootNamespace is the mesh's root namespace (istio-system).
+	RootNamespace string
+	// Live are globalconfig's EnvoyFilters in the cluster, whose patches
+	// the current config carries; Desired is the new set.
+	Live, Desired []Filter
+	// Others are the other EnvoyFilters in the root and the proxy's
+	// namespace; their patches are in the current config too.
+	Others []Filter
+}
+
+// Prediction is a proxy's configuration now and under the new set.
+type Prediction struct {
+	Proxy   Proxy
+	Context networking.EnvoyFilter_PatchContext
+	Before  *Config
+	After   *Config
+	// Changed are the items whose EnvoyFilter the new set changes, adds
+	// or removes, and that reach the proxy before or after.
+	Changed []string
+	// Inexact lists the parts of After that can't be predicted exactly;
+	// everything else is what istiod will send.
+	Inexact []string
+	// Notes are facts about the prediction that do not make it inexact.
+	Notes []string
+}
+
+// Context is the patch context istiod patches a proxy of kind typ in; a
+// sidecar is not predicted.
+func Context(typ string) (networking.EnvoyFilter_PatchContext, error) {
+	switch typ {
+	case "router":
+		return networking.EnvoyFilter_GATEWAY, nil
+	case "sidecar":
+		return 0, fmt.Errorf("the proxy is a sidecar: diff --proxy predicts gateways only (a sidecar's listeners are patched in two contexts, inbound and outbound, that its config dump does not tell apart exactly)")
+	default:
+		return 0, fmt.Errorf("the proxy is of type %q: diff --proxy predicts gateways only", typ)
+	}
+}
+
+// Predict takes globalconfig's live patches off the proxy's current
+// config and applies the desired ones.
+func Predict(in Input) (*Prediction, error) {
+	pctx, err := Context(in.Proxy.Type)
+	if err != nil {
+		return nil, err
+	}
+	live, notesL, err := Select(in.Proxy, in.RootNamespace, in.Live)
+	if err != nil {
+		return nil, fmt.Errorf("current set: %w", err)
+	}
+	desired, notesD, err := Select(in.Proxy, in.RootNamespace, in.Desired)
+	if err != nil {
+		return nil, fmt.Errorf("new set: %w", err)
+	}
+	others, notesO, err := Select(in.Proxy, in.RootNamespace, in.Others)
+	if err != nil {
+		return nil, fmt.Errorf("other EnvoyFilters: %w", err)
+	}
+	p := &Prediction{Proxy: in.Proxy, Context: pctx, Before: in.Current}
+	p.Notes = append(append(append(p.Notes, notesL...), notesD...), notesO...)
+	p.Changed = changed(live, desired)
+
+	base := in.Current.clone()
+	p.Inexact = undo(base, pctx, live, desired, others)
+	if len(others) > 0 && len(p.Changed) > 0 {
+		var names []string
+		for _, o := range others {
+			if !slices.Contains(names, o.Filter) {
+				names = append(names, o.Filter)
+			}
+		}
+		p.Notes = append(p.Notes, fmt.Sprintf("other EnvoyFilters reach this proxy (%s): their patches are in the current config and stay where they are; istiod re-applies them by priority among globalconfig's", strings.Join(names, ", ")))
+	}
+	// Our set applied alone on the base: istiod applies all patches in
+	// one pass, but the others' are already in the base.
+	after, err := Apply(base, pctx, desired)
+	if err != nil {
+		return nil, err
+	}
+	p.After = after
+	return p, nil
+}
+
+// changed are the items whose patches reaching the proxy differ between
+// the two sets, in the order of the new set and then of the removed ones.
+func changed(live, desired []Patch) []string {
+	by := func(ps []Patch) map[string][]*networking.EnvoyFilter_EnvoyConfigObjectPatch {
+		out := map[string][]*networking.EnvoyFilter_EnvoyConfigObjectPatch{}
+		for _, p := range ps {
+			out[p.Item] = append(out[p.Item], p.CP)
+		}
+		return out
+	}
+	l, d := by(live), by(desired)
+	var out []string
+	add := func(item string) {
+		if !slices.Contains(out, item) && !slices.EqualFunc(l[item], d[item], func(a, b *networking.EnvoyFilter_EnvoyConfigObjectPatch) bool { return proto.Equal(a, b) }) {
+			out = append(out, item)
+		}
+	}
+	for _, p := range desired {
+		add(p.Item)
+	}
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		add(k)
+	}
+	return out
+}
