@@ -299,10 +299,10 @@ func TestPreflightEnvoyVerdict(t *testing.T) {
 	}
 	code, js, errs := runCLI(append(base, "-f", example, "-o", "json")...)
 	var rep struct {
-		Proxy struct{ Name string }
-		Items []string
+		Proxy   struct{ Name string }
+		Items   []string
 		Changes []struct{ Kind, Name, Change, Diff string }
-		Envoy struct{ Rejected string }
+		Envoy   struct{ Rejected string }
 	}
 	if err := json.Unmarshal([]byte(js), &rep); err != nil || code != cli.ExitChanged || rep.Proxy.Name != newest.proxyName() || len(rep.Items) == 0 || len(rep.Changes) == 0 || rep.Envoy.Rejected != "" {
 		t.Errorf("-o json: exit %d, %v: %+v\n%s", code, err, rep, errs)
