@@ -184,17 +184,9 @@ func Predict(in Input) (*Prediction, error) {
 
 	base := in.Current.clone()
 	p.Inexact = undo(base, pctx, live, desired, others)
-	if len(others) > 0 && len(p.Changed) > 0 {
-		var names []string
-		for _, o := range others {
-			if !slices.Contains(names, o.Filter) {
-				names = append(names, o.Filter)
-			}
-		}
-		p.Notes = append(p.Notes, fmt.Sprintf("other EnvoyFilters reach this proxy (%s): their patches are in the current config and stay where they are; istiod re-applies them by priority among globalconfig's", strings.Join(names, ", ")))
-	}
-	// Our set applied alone on the base: istiod applies all patches in
-	// one pass, but the others' are already in the base.
+	// The new set applied on the base, which keeps the other
+	// EnvoyFilters' patches; undo reported where they and globalconfig's
+	// set the same fields.
 	after, err := Apply(base, pctx, desired)
 	if err != nil {
 		return nil, err

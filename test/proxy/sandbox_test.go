@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -111,6 +113,21 @@ func TestMakeRun(t *testing.T) {
 	if edited == cm {
 		t.Fatal("the example has no gzip minContentLength: 1024")
 	}
+	// Before applying it: the gateway's own Envoy-level change, predicted
+	// from istiod and checked by the gateway's Envoy release.
+	editFile := filepath.Join(suiteDir, "sandbox-edit.yaml")
+	if err := os.WriteFile(editFile, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	istiodDebug := strings.TrimSuffix(field("istiod debug"), "/debug/syncz")
+	var pout, perr bytes.Buffer
+	code := cli.Main([]string{"diff", "-f", editFile, "--kubeconfig", kubeconfig, "--proxy", "gw-ingressgateway.istio-system",
+		"--istiod-debug-url", istiodDebug, "--envoy", newest.Binary.Path}, cli.Env{Stdout: &pout, Stderr: &perr})
+	if code != cli.ExitChanged || !regexp.MustCompile(`(?m)^-\s+"min_content_length": 1024,$`).MatchString(pout.String()) ||
+		!regexp.MustCompile(`(?m)^\+\s+"min_content_length": 8192,$`).MatchString(pout.String()) || !strings.Contains(pout.String(), "accepts the predicted configuration") {
+		t.Errorf("diff --proxy on the sandbox gateway: exit %d\n%s\n%s", code, pout.String(), perr.String())
+	}
+	t.Logf("$ globalconfig diff -f edit.yaml --proxy gw-ingressgateway.istio-system --envoy ...\n%s", pout.String())
 	t.Logf("$ kubectl replace (minContentLength: 8192)\n%s", k(edited, "replace", "-f", "-"))
 	if !harness.Eventually(ctx, 20*time.Second, func() bool { return gz() == "" }) {
 		t.Fatal("after the edit the 4096-byte body is still compressed")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -158,6 +159,9 @@ Try, in another terminal:
   %s describe configmap global-config -n istio-system      # Events: Applied / InvalidConfig
   %s status --kubeconfig %s                          # the document, the items and which proxies took the set
   %s diff -f edited.yaml --kubeconfig %s             # what applying edited.yaml would change
+  %s diff -f edited.yaml --kubeconfig %s \
+      --proxy %s --istiod-debug-url http://%s --envoy %s
+                                                            # the gateway's own Envoy-level change, and whether its Envoy takes it
 
 What the gateway's Envoy has loaded, after each edit:
   curl -s http://%s/config_dump > %s
@@ -166,7 +170,8 @@ What the gateway's Envoy has loaded, after each edit:
 
 Ctrl-C stops everything.
 `, envoy.Version, cluster.AdminKubeconfig, ctl.LogPath, ctl.MetricsURL, istiod.HTTPAddr, istiod.LogPath, url, gw.AdminAddr, gw.LogPath,
-		url, k, k, k, abs, cluster.AdminKubeconfig, abs, cluster.AdminKubeconfig, gw.AdminAddr, dump, istioctl, dump, istioctl, dump)
+		url, k, k, k, abs, cluster.AdminKubeconfig, abs, cluster.AdminKubeconfig,
+		abs, cluster.AdminKubeconfig, strings.Split(gw.NodeID, "~")[2], istiod.HTTPAddr, envoy.Path, gw.AdminAddr, dump, istioctl, dump, istioctl, dump)
 	fmt.Printf("Ready in %.1fs.\n", time.Since(started).Seconds())
 	select {
 	case <-ctx.Done():
