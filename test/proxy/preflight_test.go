@@ -106,26 +106,49 @@ func applySet(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
 	}
 }
 
-// checkPrediction applies objs and requires istiod's configuration for g
-// to become the prediction made before. The prediction must differ from
-// the configuration before the apply, so that the wait can't end on the
-// old state.
-func checkPrediction(ctx context.Context, t *testing.T, g *gw, objs []*envoyfilter.Object, p *preflight.Prediction) {
+// checkPredictions applies objs and requires istiod's configuration for
+// each gateway to become the prediction made for it before. Each
+// prediction must differ from the configuration before the apply, so that
+// the wait can't end on the old state.
+func checkPredictions(ctx context.Context, t *testing.T, objs []*envoyfilter.Object, ps map[*gw]*preflight.Prediction) {
 	t.Helper()
-	want := canonical(t, p.After)
-	before := canonical(t, p.Before)
-	if want == before {
-		t.Fatalf("the prediction for %s does not change its configuration: the case proves nothing", g.name)
+	for g, p := range ps {
+		if canonical(t, p.After) == canonical(t, p.Before) {
+			t.Fatalf("the prediction for %s does not change its configuration: the case proves nothing", g.name)
+		}
 	}
 	applySet(ctx, t, objs)
-	var got string
-	ok := harness.Eventually(ctx, ackTimeout, func() bool {
-		cfg, _ := fetchNow(ctx, t, g)
-		got = canonical(t, cfg)
-		return got == want
-	})
-	if !ok {
-		t.Fatalf("istiod's configuration for %s is not the prediction after %s:\n%s", g.name, ackTimeout, plan.Unified("predicted", "istiod", want, got))
+	for _, g := range gateways {
+		want := canonical(t, ps[g].After)
+		var got string
+		ok := harness.Eventually(ctx, ackTimeout, func() bool {
+			cfg, _ := fetchNow(ctx, t, g)
+			got = canonical(t, cfg)
+			return got == want
+		})
+		if !ok {
+			t.Errorf("istiod's configuration for %s (Envoy %s) is not the prediction after %s:\n%s", g.name, g.Binary.Version, ackTimeout, plan.Unified("predicted", "istiod", want, got))
+		}
+	}
+}
+
+// predictAll predicts every gateway's configuration under objs.
+func predictAll(ctx context.Context, t *testing.T, objs []*envoyfilter.Object) map[*gw]*preflight.Prediction {
+	t.Helper()
+	out := map[*gw]*preflight.Prediction{}
+	for _, g := range gateways {
+		out[g] = predict(ctx, t, g, objs)
+	}
+	return out
+}
+
+// exact fails the test on any inexact part.
+func exact(t *testing.T, ps map[*gw]*preflight.Prediction) {
+	t.Helper()
+	for g, p := range ps {
+		if len(p.Inexact) > 0 {
+			t.Errorf("%s: the prediction must be exact: %q", g.name, p.Inexact)
+		}
 	}
 }
 
@@ -161,7 +184,9 @@ func exampleDocs(t *testing.T) map[string]string {
 	return out
 }
 
-// The prediction equals what istiod then generates for the gateway: for
+// The prediction equals what istiod then generates for each gateway (the
+// newest and the oldest Envoy, which get different variants of some
+// items): for
 // every item's example alone and for the whole example document, each from
 // a gateway with no globalconfig EnvoyFilter; and for an edit of the
 // example applied over the example, which takes the live patches off the
@@ -169,7 +194,6 @@ func exampleDocs(t *testing.T) map[string]string {
 func TestPreflightPredictsIstiod(t *testing.T) {
 	ctx := setup(t)
 	t.Cleanup(func() { applyAll(ctx, t, nil) })
-	g := newest
 	docs := exampleDocs(t)
 	names := make([]string, 0, len(docs))
 	for n := range docs {
@@ -180,11 +204,9 @@ func TestPreflightPredictsIstiod(t *testing.T) {
 		t.Run(n, func(t *testing.T) {
 			applyAll(ctx, t, nil) // no globalconfig EnvoyFilter, loaded
 			objs := rendered(t, docs[n])
-			p := predict(ctx, t, g, objs)
-			if len(p.Inexact) > 0 {
-				t.Errorf("from a gateway without globalconfig patches, the prediction must be exact: %q", p.Inexact)
-			}
-			checkPrediction(ctx, t, g, objs, p)
+			ps := predictAll(ctx, t, objs)
+			exact(t, ps)
+			checkPredictions(ctx, t, objs, ps)
 		})
 	}
 	example, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "deploy", "examples", "global-config.yaml"))
@@ -194,11 +216,9 @@ func TestPreflightPredictsIstiod(t *testing.T) {
 	full := renderedFile(t, example)
 	t.Run("example", func(t *testing.T) {
 		applyAll(ctx, t, nil)
-		p := predict(ctx, t, g, full)
-		if len(p.Inexact) > 0 {
-			t.Errorf("inexact from an empty set: %q", p.Inexact)
-		}
-		checkPrediction(ctx, t, g, full, p)
+		ps := predictAll(ctx, t, full)
+		exact(t, ps)
+		checkPredictions(ctx, t, full, ps)
 	})
 	t.Run("edit-over-example", func(t *testing.T) {
 		mustACK(ctx, t, full)
@@ -216,15 +236,13 @@ func TestPreflightPredictsIstiod(t *testing.T) {
 			edited = strings.Replace(edited, r[0], r[1], 1)
 		}
 		objs := renderedFile(t, []byte(edited))
-		p := predict(ctx, t, g, objs)
-		if len(p.Changed) == 0 {
+		ps := predictAll(ctx, t, objs)
+		if len(ps[newest].Changed) == 0 {
 			t.Fatal("no item changes")
 		}
-		if len(p.Inexact) > 0 {
-			t.Errorf("an edit that keeps every field set must be predicted exactly: %q", p.Inexact)
-		}
-		t.Logf("changed: %v", p.Changed)
-		checkPrediction(ctx, t, g, objs, p)
+		exact(t, ps)
+		t.Logf("changed: %v", ps[newest].Changed)
+		checkPredictions(ctx, t, objs, ps)
 	})
 	// Taking the whole example off a gateway reveals what istiod built
 	// under the merges: the clusters' connect_timeout, which the upstream
@@ -232,7 +250,7 @@ func TestPreflightPredictsIstiod(t *testing.T) {
 	// prediction says so by path.
 	t.Run("remove-example", func(t *testing.T) {
 		mustACK(ctx, t, full)
-		p := predict(ctx, t, g, nil)
+		p := predict(ctx, t, newest, nil)
 		found := false
 		for _, s := range p.Inexact {
 			if strings.Contains(s, "cluster outbound|8080||backend.proxy.test › connect_timeout") {
