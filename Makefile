@@ -89,7 +89,7 @@ bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... ./items/... ./envoyfilter/...
 	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/integration/
 	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
-	GLOBALCONFIG_BENCH_ENVOY_REPORT=$(CURDIR)/docs/benchmarks-envoy.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/proxy/
+	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md GLOBALCONFIG_BENCH_ENVOY_REPORT=$(CURDIR)/docs/benchmarks-envoy.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/proxy/
 
 fuzz:
 	$(GO) test ./pkg/document -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)

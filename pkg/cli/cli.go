@@ -48,6 +48,18 @@ const (
 	// ExitNoRollout: rollout promote or abort found no canary phase in
 	// progress.
 	ExitNoRollout = 9
+	// ExitEnvoyRejects: the Envoy binary of --envoy refuses the predicted
+	// configuration.
+	ExitEnvoyRejects = 10
+	// ExitNoProxy: no istiod has the proxy --proxy names connected.
+	ExitNoProxy = 11
+	// ExitIstiod: no istiod could be asked (unreachable, refused).
+	ExitIstiod = 12
+	// ExitBadDump: the config dump (--config-dump, or istiod's answer) is
+	// not one: truncated, of another tool, or of no proxy.
+	ExitBadDump = 13
+	// ExitNotEnvoy: --envoy names no runnable Envoy binary.
+	ExitNotEnvoy = 14
 )
 
 // Version is set at build time with -ldflags "-X …/pkg/cli.Version=v1.2.3".
@@ -83,6 +95,11 @@ Usage:
   globalconfig diff -f FILE [--kubeconfig K] [--configmap NS/NAME] [--istio-versions V,...] [-o text|json|yaml]
                                   what applying FILE would change: the item diff, then the managed
                                   EnvoyFilters to create, update or delete, each with a unified diff
+  globalconfig diff -f FILE --proxy POD.NS [--istiod-debug-url URL] [--envoy PATH] [-o text|json|yaml]
+  globalconfig diff -f FILE --config-dump DUMP.json [--envoy PATH]
+                                  preflight of one gateway: the Envoy-level change of its listeners,
+                                  routes and clusters, predicted from its current config; --envoy: and
+                                  whether that Envoy binary loads the result (exit 10 if not)
   globalconfig status [--kubeconfig K] [--configmap NS/NAME] [-o text|json|yaml]
                                   the controller's status: the document's state and problems, the
                                   items and their EnvoyFilters, the canary rollout, and the rollout to the proxies
@@ -98,6 +115,9 @@ Exit codes: 0 ok, 1 invalid document, 2 usage error, 3 input/output error,
 diff, as kubectl diff: 0 no changes, 1 changes, 6 the file's document is
 invalid (never 1). diff and status: 7 the cluster could not be read;
 status: 8 no status ConfigMap yet (is the controller running?).
+diff --proxy/--config-dump: 10 the --envoy binary rejects the predicted
+config, 11 no istiod has that proxy, 12 no istiod could be asked, 13 the
+config dump is not one (truncated, another tool's), 14 --envoy is no Envoy.
 rollout: 9 no canary phase in progress.
 `
 

@@ -24,22 +24,6 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
 
-// Exit codes of diff --proxy, besides diff's own.
-const (
-	// ExitEnvoyRejects: the Envoy binary of --envoy refuses the predicted
-	// configuration.
-	ExitEnvoyRejects = 10
-	// ExitNoProxy: no istiod has the proxy --proxy names connected.
-	ExitNoProxy = 11
-	// ExitIstiod: no istiod could be asked (unreachable, refused).
-	ExitIstiod = 12
-	// ExitBadDump: the config dump (--config-dump, or istiod's answer) is
-	// not one: truncated, of another tool, or of no proxy.
-	ExitBadDump = 13
-	// ExitNotEnvoy: --envoy names no runnable Envoy binary.
-	ExitNotEnvoy = 14
-)
-
 // preflightFlags are diff's flags for one live proxy.
 type preflightFlags struct {
 	proxy, dump, envoy, istiod, istiodService, root string

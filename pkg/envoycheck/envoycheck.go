@@ -13,8 +13,8 @@
 // that match by a listener, route or cluster the representative one lacks
 // (a custom name, a port of no Gateway) are applied to nothing, and the
 // istiod-built parts of a real proxy (its filters, TLS settings, clusters)
-// are only sketched. A check against one live proxy is the planned
-// `globalconfig diff --proxy`.
+// are only sketched. A check against one live proxy's own configuration
+// is `globalconfig diff --proxy` (pkg/preflight).
 package envoycheck
 
 import (

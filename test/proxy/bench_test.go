@@ -241,3 +241,69 @@ func settledRSS(b *testing.B, g *gw) float64 {
 	}
 	return v
 }
+
+// benchPreflightRuns bounds the preflight benchmark: runs per case.
+const benchPreflightRuns = 10
+
+// BenchmarkPreflight times `globalconfig diff --proxy` on the newest
+// gateway, in-process, from the API calls to the printed diff: with the
+// example document over a gateway without globalconfig's EnvoyFilters,
+// and with an edit of it over a gateway that has the example; each
+// without --envoy and with it (the difference is the real Envoy's
+// validate runs). It writes the figures to $GLOBALCONFIG_BENCH_REPORT.
+func BenchmarkPreflight(b *testing.B) {
+	ctx := setup(b)
+	example := harness.RepoRoot() + "/deploy/examples/global-config.yaml"
+	data, err := os.ReadFile(example)
+	if err != nil {
+		b.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "minContentLength: 1024", "minContentLength: 8192", 1)
+	editFile := b.TempDir() + "/edit.yaml"
+	if err := os.WriteFile(editFile, []byte(edited), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	base := []string{"diff", "--proxy", newest.proxyName(), "--istiod-debug-url", istiodURL()}
+	time1 := func(args ...string) []time.Duration {
+		var out []time.Duration
+		for range benchPreflightRuns {
+			start := time.Now()
+			code, stdout, errs := runCLI(append(slices.Clone(base), args...)...)
+			out = append(out, time.Since(start))
+			if code != 1 {
+				b.Fatalf("diff --proxy %v: exit %d\n%s\n%s", args, code, stdout, errs)
+			}
+		}
+		return out
+	}
+	mustACK(ctx, b, nil)
+	emptyPlain := time1("-f", example)
+	emptyEnvoy := time1("-f", example, "--envoy", newest.Binary.Path)
+	mustACK(ctx, b, renderedFile(b, data))
+	editPlain := time1("-f", editFile)
+	editEnvoy := time1("-f", editFile, "--envoy", newest.Binary.Path)
+	mustACK(ctx, b, nil)
+	p50 := func(d []time.Duration) float64 { return harness.Ms(harness.Percentile(d, 50)) }
+	p95 := func(d []time.Duration) float64 { return harness.Ms(harness.Percentile(d, 95)) }
+	b.ReportMetric(p50(editPlain), "preflight-p50-ms")
+	table := fmt.Sprintf(`| diff --proxy on the gateway (Envoy %s), %d runs each | p50 | p95 |
+|---|---|---|
+| the example over no globalconfig EnvoyFilter | %.1f ms | %.1f ms |
+| the same with --envoy (adds the real Envoy's validate run) | %.1f ms | %.1f ms |
+| an edit of the example (gzip) over the example: live patches taken off first | %.1f ms | %.1f ms |
+| the same with --envoy | %.1f ms | %.1f ms |
+`, newest.Binary.Version, benchPreflightRuns, p50(emptyPlain), p95(emptyPlain), p50(emptyEnvoy), p95(emptyEnvoy),
+		p50(editPlain), p95(editPlain), p50(editEnvoy), p95(editEnvoy))
+	fmt.Println()
+	fmt.Print(table)
+	out := os.Getenv("GLOBALCONFIG_BENCH_REPORT")
+	if out == "" {
+		return
+	}
+	body := "## Preflight (`diff --proxy`)\n\nBenchmarkPreflight (test/proxy). Each run is the whole command in-process: the EnvoyFilter list from the API server, " +
+		"istiod's adsz, syncz and config dump of the gateway, the prediction, the unified diff and its printing; the rows without `--envoy` are the preflight excluding Envoy's own start. " +
+		"With `--envoy`, the real Envoy loads the predicted configuration in validate mode once (an accepted change runs it once).\n\n- " + harness.RunStamp() + "\n\n" + table
+	if err := harness.WriteReportSection(out, harness.BenchReportTitle, "preflight", body); err != nil {
+		b.Fatal(err)
+	}
+}
