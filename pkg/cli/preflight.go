@@ -6,11 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
@@ -265,19 +262,11 @@ func fetchProxy(ctx context.Context, pf *preflightFlags, kube kubernetes.Interfa
 		if err != nil {
 			return fail(ExitAPI, "list the endpoints of %s: %v", pf.istiodService, err)
 		}
-		for _, sl := range list.Items {
-			for _, ep := range sl.Endpoints {
-				if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
-					continue
-				}
-				for _, a := range ep.Addresses {
-					u := "http://" + net.JoinHostPort(a, strconv.Itoa(rollout.DefaultDebugPort))
-					if !slices.Contains(bases, u) {
-						bases = append(bases, u)
-					}
-				}
-			}
+		eps := make([]*discoveryv1.EndpointSlice, len(list.Items))
+		for i := range list.Items {
+			eps[i] = &list.Items[i]
 		}
+		bases = rollout.ReadyURLs(eps, rollout.DefaultDebugPort)
 		if len(bases) == 0 {
 			return fail(ExitIstiod, "the Service %s has no ready endpoint; give --istiod-debug-url", pf.istiodService)
 		}

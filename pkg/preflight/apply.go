@@ -173,49 +173,58 @@ func patchListenerFilters(pctx networking.EnvoyFilter_PatchContext, ps []Patch, 
 		want := p.lm().GetListenerFilter()
 		match := func(f *listenerv3.ListenerFilter) bool { return want == "" || f.GetName() == want }
 		value := func() *listenerv3.ListenerFilter { return proto.Clone(p.Value).(*listenerv3.ListenerFilter) }
-		switch p.op() {
-		case networking.EnvoyFilter_Patch_ADD:
-			l.ListenerFilters = append(l.ListenerFilters, value())
-		case networking.EnvoyFilter_Patch_INSERT_FIRST:
-			l.ListenerFilters = slices.Insert(l.ListenerFilters, 0, value())
-		case networking.EnvoyFilter_Patch_INSERT_AFTER:
-			if want == "" {
-				l.ListenerFilters = append(l.ListenerFilters, value())
+		if p.op() != networking.EnvoyFilter_Patch_MERGE {
+			l.ListenerFilters = listOp(l.ListenerFilters, p.op(), want != "", match, value)
+			continue
+		}
+		if want == "" {
+			continue
+		}
+		// Istio merges into every listener filter here, whatever its
+		// name, once the patch names one.
+		for _, f := range l.ListenerFilters {
+			if f.GetTypedConfig() == nil {
 				continue
 			}
-			l.ListenerFilters = insertAt(l.ListenerFilters, match, value, 1)
-		case networking.EnvoyFilter_Patch_INSERT_BEFORE:
-			if want == "" {
-				l.ListenerFilters = slices.Insert(l.ListenerFilters, 0, value())
-				continue
-			}
-			l.ListenerFilters = insertAt(l.ListenerFilters, match, value, 0)
-		case networking.EnvoyFilter_Patch_REPLACE:
-			if want != "" {
-				replaceFirst(l.ListenerFilters, match, value)
-			}
-		case networking.EnvoyFilter_Patch_REMOVE:
-			if want != "" {
-				l.ListenerFilters = slices.DeleteFunc(l.ListenerFilters, match)
-			}
-		case networking.EnvoyFilter_Patch_MERGE:
-			if want == "" {
-				continue
-			}
-			// Istio merges into every listener filter here, whatever its
-			// name, once the patch names one.
-			for _, f := range l.ListenerFilters {
-				if f.GetTypedConfig() == nil {
-					continue
-				}
-				if src := p.Value.(*listenerv3.ListenerFilter).GetTypedConfig(); src != nil {
-					if merged, err := mergeAnys(f.GetTypedConfig(), src); err == nil {
-						f.ConfigType = &listenerv3.ListenerFilter_TypedConfig{TypedConfig: merged}
-					}
+			if src := p.Value.(*listenerv3.ListenerFilter).GetTypedConfig(); src != nil {
+				if merged, err := mergeAnys(f.GetTypedConfig(), src); err == nil {
+					f.ConfigType = &listenerv3.ListenerFilter_TypedConfig{TypedConfig: merged}
 				}
 			}
 		}
 	}
+}
+
+// listOp applies an insert, replace or remove to the list s of filters:
+// has tells whether the patch names a filter to place against (match),
+// as istiod's insert-before without one inserts first and insert-after
+// appends. MERGE is not a list operation and returns s.
+func listOp[E any](s []E, op networking.EnvoyFilter_Patch_Operation, has bool, match func(E) bool, value func() E) []E {
+	switch op {
+	case networking.EnvoyFilter_Patch_ADD:
+		return append(s, value())
+	case networking.EnvoyFilter_Patch_INSERT_FIRST:
+		return slices.Insert(s, 0, value())
+	case networking.EnvoyFilter_Patch_INSERT_AFTER:
+		if !has {
+			return append(s, value())
+		}
+		return insertAt(s, match, value, 1)
+	case networking.EnvoyFilter_Patch_INSERT_BEFORE:
+		if !has {
+			return slices.Insert(s, 0, value())
+		}
+		return insertAt(s, match, value, 0)
+	case networking.EnvoyFilter_Patch_REPLACE:
+		if has {
+			replaceFirst(s, match, value)
+		}
+	case networking.EnvoyFilter_Patch_REMOVE:
+		if has {
+			return slices.DeleteFunc(s, match)
+		}
+	}
+	return s
 }
 
 // insertAt inserts a new value before (off 0) or after (off 1) the first
@@ -313,32 +322,7 @@ func patchNetworkFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, 
 		has := p.lm().GetFilterChain().GetFilter() != nil
 		match := func(f *listenerv3.Filter) bool { return !has || f.GetName() == want }
 		value := func() *listenerv3.Filter { return proto.Clone(p.Value).(*listenerv3.Filter) }
-		switch p.op() {
-		case networking.EnvoyFilter_Patch_ADD:
-			fc.Filters = append(fc.Filters, value())
-		case networking.EnvoyFilter_Patch_INSERT_FIRST:
-			fc.Filters = slices.Insert(fc.Filters, 0, value())
-		case networking.EnvoyFilter_Patch_INSERT_AFTER:
-			if !has {
-				fc.Filters = append(fc.Filters, value())
-				continue
-			}
-			fc.Filters = insertAt(fc.Filters, match, value, 1)
-		case networking.EnvoyFilter_Patch_INSERT_BEFORE:
-			if !has {
-				fc.Filters = slices.Insert(fc.Filters, 0, value())
-				continue
-			}
-			fc.Filters = insertAt(fc.Filters, match, value, 0)
-		case networking.EnvoyFilter_Patch_REPLACE:
-			if has {
-				replaceFirst(fc.Filters, match, value)
-			}
-		case networking.EnvoyFilter_Patch_REMOVE:
-			if has {
-				fc.Filters = slices.DeleteFunc(fc.Filters, match)
-			}
-		}
+		fc.Filters = listOp(fc.Filters, p.op(), has, match, value)
 	}
 	for _, f := range fc.Filters {
 		if err := patchNetworkFilter(pctx, g, l, fc, f); err != nil {
@@ -403,32 +387,7 @@ func patchHTTPFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *
 		has := p.lm().GetFilterChain().GetFilter().GetSubFilter() != nil
 		match := func(h *hcmv3.HttpFilter) bool { return httpFilterMatch(h, p) }
 		value := func() *hcmv3.HttpFilter { return proto.Clone(p.Value).(*hcmv3.HttpFilter) }
-		switch p.op() {
-		case networking.EnvoyFilter_Patch_ADD:
-			hcm.HttpFilters = append(hcm.HttpFilters, value())
-		case networking.EnvoyFilter_Patch_INSERT_FIRST:
-			hcm.HttpFilters = slices.Insert(hcm.HttpFilters, 0, value())
-		case networking.EnvoyFilter_Patch_INSERT_AFTER:
-			if !has {
-				hcm.HttpFilters = append(hcm.HttpFilters, value())
-				continue
-			}
-			hcm.HttpFilters = insertAt(hcm.HttpFilters, match, value, 1)
-		case networking.EnvoyFilter_Patch_INSERT_BEFORE:
-			if !has {
-				hcm.HttpFilters = slices.Insert(hcm.HttpFilters, 0, value())
-				continue
-			}
-			hcm.HttpFilters = insertAt(hcm.HttpFilters, match, value, 0)
-		case networking.EnvoyFilter_Patch_REPLACE:
-			if has {
-				replaceFirst(hcm.HttpFilters, match, value)
-			}
-		case networking.EnvoyFilter_Patch_REMOVE:
-			if has {
-				hcm.HttpFilters = slices.DeleteFunc(hcm.HttpFilters, match)
-			}
-		}
+		hcm.HttpFilters = listOp(hcm.HttpFilters, p.op(), has, match, value)
 	}
 	for _, h := range hcm.HttpFilters {
 		for _, p := range g[networking.EnvoyFilter_HTTP_FILTER] {

@@ -30,23 +30,30 @@ func (s ServiceEndpoints) Endpoints() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of Service %s/%s: %w", s.Namespace, s.Name, err)
 	}
+	out := ReadyURLs(slices_, s.Port)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the Service %s/%s has no ready endpoints", s.Namespace, s.Name)
+	}
+	return out, nil
+}
+
+// ReadyURLs is http://ADDRESS:PORT for every ready endpoint of the
+// slices, sorted.
+func ReadyURLs(eps []*discoveryv1.EndpointSlice, port int) []string {
 	var out []string
-	for _, sl := range slices_ {
+	for _, sl := range eps {
 		for _, ep := range sl.Endpoints {
 			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
 				continue
 			}
 			for _, a := range ep.Addresses {
-				u := "http://" + net.JoinHostPort(a, strconv.Itoa(s.Port))
+				u := "http://" + net.JoinHostPort(a, strconv.Itoa(port))
 				if !slices.Contains(out, u) {
 					out = append(out, u)
 				}
 			}
 		}
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("the Service %s/%s has no ready endpoints", s.Namespace, s.Name)
-	}
 	slices.Sort(out)
-	return out, nil
+	return out
 }

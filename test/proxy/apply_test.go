@@ -29,10 +29,11 @@ const sentinelName = "proxy-sentinel"
 
 var step atomic.Int64
 
-// rendered is the set of EnvoyFilters globalconfig makes of doc.
+// rendered is the set of EnvoyFilters globalconfig makes of doc: a bare
+// document or a ConfigMap manifest.
 func rendered(t testing.TB, doc string) []*envoyfilter.Object {
 	t.Helper()
-	d, err := document.Parse([]byte(doc))
+	d, err := document.ParseFile([]byte(doc))
 	if err != nil {
 		t.Fatalf("document: %v", err)
 	}
@@ -89,18 +90,7 @@ func applyAll(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) []l
 	}
 	prune(ctx, t, objs)
 	mark := fmt.Sprintf("step-%d", step.Add(1))
-	var stream bytes.Buffer
-	for _, o := range append(slices.Clone(objs), sentinel(t, mark)) {
-		y, err := o.YAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stream.WriteString("---\n")
-		stream.Write(y)
-	}
-	if out, err := cluster.Kubectl(ctx, stream.Bytes(), "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
+	kubectlApply(ctx, t, append(slices.Clone(objs), sentinel(t, mark)))
 	var out []loaded
 	for _, g := range gateways {
 		l := loaded{gw: g}
@@ -127,6 +117,23 @@ func applyAll(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) []l
 		out = append(out, l)
 	}
 	return out
+}
+
+// kubectlApply applies objs in one kubectl apply.
+func kubectlApply(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
+	t.Helper()
+	var stream bytes.Buffer
+	for _, o := range objs {
+		y, err := o.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.WriteString("---\n")
+		stream.Write(y)
+	}
+	if out, err := cluster.Kubectl(ctx, stream.Bytes(), "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
 }
 
 // mustACK is applyAll that requires every gateway to load the change.

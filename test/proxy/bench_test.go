@@ -279,7 +279,7 @@ func BenchmarkPreflight(b *testing.B) {
 	mustACK(ctx, b, nil)
 	emptyPlain := time1("-f", example)
 	emptyEnvoy := time1("-f", example, "--envoy", newest.Binary.Path)
-	mustACK(ctx, b, renderedFile(b, data))
+	mustACK(ctx, b, rendered(b, string(data)))
 	editPlain := time1("-f", editFile)
 	editEnvoy := time1("-f", editFile, "--envoy", newest.Binary.Path)
 	mustACK(ctx, b, nil)

@@ -16,10 +16,8 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/cli"
-	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/preflight"
-	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -89,20 +87,8 @@ func canonical(t testing.TB, c *preflight.Config) string {
 func applySet(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
 	t.Helper()
 	prune(ctx, t, objs)
-	if len(objs) == 0 {
-		return
-	}
-	var stream bytes.Buffer
-	for _, o := range objs {
-		y, err := o.YAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stream.WriteString("---\n")
-		stream.Write(y)
-	}
-	if out, err := cluster.Kubectl(ctx, stream.Bytes(), "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	if len(objs) > 0 {
+		kubectlApply(ctx, t, objs)
 	}
 }
 
@@ -152,20 +138,6 @@ func exact(t *testing.T, ps map[*gw]*preflight.Prediction) {
 	}
 }
 
-// renderedFile is rendered for a ConfigMap manifest.
-func renderedFile(t testing.TB, data []byte) []*envoyfilter.Object {
-	t.Helper()
-	d, err := document.ParseFile(data)
-	if err != nil {
-		t.Fatalf("document: %v", err)
-	}
-	objs, err := render.Desired(d)
-	if err != nil {
-		t.Fatalf("render: %v", err)
-	}
-	return objs
-}
-
 // exampleDocs are each item's example document, by item directory.
 func exampleDocs(t *testing.T) map[string]string {
 	t.Helper()
@@ -213,7 +185,7 @@ func TestPreflightPredictsIstiod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := renderedFile(t, example)
+	full := rendered(t, string(example))
 	t.Run("example", func(t *testing.T) {
 		applyAll(ctx, t, nil)
 		ps := predictAll(ctx, t, full)
@@ -235,7 +207,7 @@ func TestPreflightPredictsIstiod(t *testing.T) {
 			}
 			edited = strings.Replace(edited, r[0], r[1], 1)
 		}
-		objs := renderedFile(t, []byte(edited))
+		objs := rendered(t, edited)
 		ps := predictAll(ctx, t, objs)
 		if len(ps[newest].Changed) == 0 {
 			t.Fatal("no item changes")

@@ -22,8 +22,12 @@
 # A build copies main.go and envoy-VERSION/go.* into OUTDIR/src-VERSION
 # (outside the checkout) and adds zz_imports.go: a blank import of every
 # github.com/envoyproxy/go-control-plane/envoy/... and github.com/cncf/xds/go/...
-# package the controller's binary (./cmd/globalconfig) depends on, so that
-# every "@type" our output can name is registered. A package that release
+# package that builds or carries our output depends on (the items and the
+# patch IR, validate --envoy's bootstrap, the MCP server: ./items/all
+# ./envoyfilter ./pkg/envoycheck ./pkg/mcp), so that every "@type" our
+# output can name is registered. Not the whole binary: `diff --proxy`
+# (pkg/preflight) links every Envoy extension to read any proxy's config
+# dump, which says nothing of what our output names. A package that release
 # doesn't have is left out, and its types become "unknown @type" problems,
 # which is the right verdict. Any other failure to load a package stops the
 # build (most likely a new dependency whose module envoy-VERSION/go.sum lacks:
@@ -46,9 +50,9 @@ GO=${GO:-go}
 
 envoy_mod=github.com/envoyproxy/go-control-plane/envoy
 
-# imports prints the Envoy and xDS proto packages of the controller's binary.
+# imports prints the Envoy and xDS proto packages the items' output can use.
 imports() {
-	(cd "$root" && $GO list -deps -f '{{.ImportPath}}' ./cmd/globalconfig) |
+	(cd "$root" && $GO list -deps -f '{{.ImportPath}}' ./items/all ./envoyfilter ./pkg/envoycheck ./pkg/mcp) |
 		grep -E '^github\.com/(envoyproxy/go-control-plane/envoy|cncf/xds/go)/' | sort
 }
 
@@ -85,7 +89,7 @@ present() {
 			'cannot find module providing package '*': import lookup disabled by -mod=readonly')
 				echo "build.sh: $VERSION has no $pkg: left out" >&2 ;;
 			*) echo "build.sh: $VERSION: $pkg: $err" >&2
-			   echo "build.sh: if the controller gained a dependency, run: $0 --tidy $VERSION" >&2
+			   echo "build.sh: if the items gained a dependency, run: $0 --tidy $VERSION" >&2
 			   echo FAIL ;;
 			esac
 		done
@@ -114,7 +118,7 @@ require (
 EOF
 	cp "$here/main.go" "$tmp/"
 	list=$(imports)
-	[ -n "$list" ] || die "no Envoy package found in ./cmd/globalconfig's dependencies"
+	[ -n "$list" ] || die "no Envoy package found in the dependencies of the items, envoyfilter, envoycheck and mcp"
 	(cd "$tmp" && GOFLAGS=-mod=mod $GO mod tidy)
 	# The root go-control-plane module's sum lets `go list` tell a package
 	# missing from this release ("no required module provides") apart.
@@ -148,7 +152,7 @@ rm -rf "$src"
 mkdir -p "$src"
 cp "$here/main.go" "$moddir/go.mod" "$moddir/go.sum" "$src/"
 list=$(imports)
-[ -n "$list" ] || die "no Envoy package found in ./cmd/globalconfig's dependencies"
+[ -n "$list" ] || die "no Envoy package found in the dependencies of the items, envoyfilter, envoycheck and mcp"
 # shellcheck disable=SC2086
 pkgs=$(present build "$src" $list)
 case $pkgs in *FAIL*) exit 2 ;; esac

@@ -14,9 +14,10 @@
 // A patch value is decoded with protojson's defaults, into the Envoy type
 // istiod decodes it into (istio pkg/config/xds BuildXDSObjectFromStruct):
 // an unknown field, an unknown enum name or an unknown "@type" is a
-// problem. Every Envoy and xDS proto package the controller's binary links
-// is imported by a file build.sh generates, so an unknown "@type" means the
-// type is missing from this Envoy API, not from the binary.
+// problem. Every Envoy and xDS proto package the items, the patch IR,
+// validate --envoy and the MCP server link is imported by a file build.sh
+// generates, so an unknown "@type" means the type is missing from this
+// Envoy API, not from the binary.
 //
 // Exit status: 0 no problem, 1 problems (one line each), 2 usage or input
 // error.
