@@ -78,11 +78,10 @@ func preflightDiff(ctx context.Context, pf *preflightFlags, format string, desir
 		}
 	}
 
-	live, others, err := preflight.ClusterFilters(ctx, istio)
+	in, err := preflight.LiveInput(ctx, kube, istio, current, px, pf.root, preflight.FromObjects(desired))
 	if err != nil {
 		return fail(ExitAPI, "%v", err)
 	}
-	in := preflight.Input{Current: current, Proxy: px, RootNamespace: pf.root, Live: live, Desired: preflight.FromObjects(desired), Others: others}
 	pred, err := preflight.Predict(in)
 	if err != nil {
 		return fail(ExitIO, "predict %s: %v", px.Name, err)
@@ -95,7 +94,7 @@ func preflightDiff(ctx context.Context, pf *preflightFlags, format string, desir
 	if bin != nil {
 		verdict, err = preflight.Validate(ctx, bin, pred, func(item string) (*preflight.Prediction, error) {
 			one := in
-			one.Desired = onlyItemChanged(live, in.Desired, item)
+			one.Desired = onlyItemChanged(in.Live, in.Desired, item)
 			return preflight.Predict(one)
 		})
 		if err != nil {

@@ -21,8 +21,10 @@ import (
 type Patch struct {
 	Item   string // the item it comes from; the EnvoyFilter's name for others
 	Filter string // NAMESPACE/NAME of its EnvoyFilter
-	CP     *networking.EnvoyFilter_EnvoyConfigObjectPatch
-	Value  proto.Message
+	// Priority is its EnvoyFilter's.
+	Priority int32
+	CP       *networking.EnvoyFilter_EnvoyConfigObjectPatch
+	Value    proto.Message
 }
 
 func (p Patch) op() networking.EnvoyFilter_Patch_Operation { return p.CP.GetPatch().GetOperation() }
@@ -36,6 +38,27 @@ func (p Patch) contextMatches(pctx networking.EnvoyFilter_PatchContext) bool {
 
 // byApplyTo groups patches by what they apply to, keeping their order.
 type byApplyTo map[networking.EnvoyFilter_ApplyTo][]Patch
+
+// patchSet is the patches of one Apply, and what it could not predict.
+type patchSet struct {
+	by    byApplyTo
+	ports PortMap
+	// aborted: istiod panics merging two typed configs of different types
+	// and stops patching that kind of resource; what it then sends is not
+	// predicted.
+	aborted []string
+}
+
+func (g *patchSet) mismatch(p Patch, where string, err error) {
+	g.aborted = append(g.aborted, fmt.Sprintf("%s: its %s MERGE into %s fails in istiod (%v), which then stops applying EnvoyFilters to the proxy's %s: not predicted", p.Item, p.CP.GetApplyTo(), where, err, kindOf(p.CP.GetApplyTo())))
+}
+
+func kindOf(a networking.EnvoyFilter_ApplyTo) string {
+	if a == networking.EnvoyFilter_CLUSTER {
+		return "clusters"
+	}
+	return "listeners"
+}
 
 func group(ps []Patch) byApplyTo {
 	out := byApplyTo{}
@@ -66,20 +89,20 @@ var supported = map[networking.EnvoyFilter_ApplyTo]bool{
 // hosts; clusters merged, then added. MERGE is Istio's proto merge: set
 // scalars replace, lists append, a Duration or a nested Any is replaced,
 // and a filter's typed config is merged by value.
-func Apply(c *Config, pctx networking.EnvoyFilter_PatchContext, ps []Patch) (*Config, error) {
+func Apply(c *Config, pctx networking.EnvoyFilter_PatchContext, ports PortMap, ps []Patch) (*Config, error) {
 	for _, p := range ps {
-		if !supported[p.CP.GetApplyTo()] {
+		if !supported[p.CP.GetApplyTo()] && p.contextMatches(pctx) {
 			return nil, fmt.Errorf("%s: applyTo %s is not predicted", p.Filter, p.CP.GetApplyTo())
 		}
 	}
 	out := c.clone()
-	g := group(ps)
+	g := &patchSet{by: group(ps), ports: ports}
 	for _, l := range out.Listeners {
 		if err := patchListener(pctx, g, l); err != nil {
 			return nil, err
 		}
 	}
-	for _, p := range g[networking.EnvoyFilter_LISTENER] {
+	for _, p := range g.by[networking.EnvoyFilter_LISTENER] {
 		if p.op() != networking.EnvoyFilter_Patch_ADD {
 			continue
 		}
@@ -102,7 +125,7 @@ func Apply(c *Config, pctx networking.EnvoyFilter_PatchContext, ps []Patch) (*Co
 			clusters = append(clusters, cl)
 		}
 	}
-	for _, p := range g[networking.EnvoyFilter_CLUSTER] {
+	for _, p := range g.by[networking.EnvoyFilter_CLUSTER] {
 		if p.op() != networking.EnvoyFilter_Patch_ADD {
 			continue
 		}
@@ -114,6 +137,7 @@ func Apply(c *Config, pctx networking.EnvoyFilter_PatchContext, ps []Patch) (*Co
 		}
 	}
 	out.Clusters = clusters
+	out.aborted = g.aborted
 	return out, nil
 }
 
@@ -145,11 +169,11 @@ func mergeOp(op networking.EnvoyFilter_Patch_Operation, dst, src proto.Message) 
 	Merge(dst, src)
 }
 
-func patchListener(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener) error {
+func patchListener(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener) error {
 	if l.GetName() == "" {
 		return nil
 	}
-	for _, p := range g[networking.EnvoyFilter_LISTENER] {
+	for _, p := range g.by[networking.EnvoyFilter_LISTENER] {
 		if !p.contextMatches(pctx) || !listenerMatch(l, p) {
 			continue
 		}
@@ -161,12 +185,12 @@ func patchListener(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *lis
 			mergeOp(p.op(), l, p.Value)
 		}
 	}
-	patchListenerFilters(pctx, g[networking.EnvoyFilter_LISTENER_FILTER], l)
+	patchListenerFilters(pctx, g, l)
 	return patchFilterChains(pctx, g, l)
 }
 
-func patchListenerFilters(pctx networking.EnvoyFilter_PatchContext, ps []Patch, l *listenerv3.Listener) {
-	for _, p := range ps {
+func patchListenerFilters(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener) {
+	for _, p := range g.by[networking.EnvoyFilter_LISTENER_FILTER] {
 		if !p.contextMatches(pctx) || !listenerMatch(l, p) {
 			continue
 		}
@@ -187,9 +211,12 @@ func patchListenerFilters(pctx networking.EnvoyFilter_PatchContext, ps []Patch, 
 				continue
 			}
 			if src := p.Value.(*listenerv3.ListenerFilter).GetTypedConfig(); src != nil {
-				if merged, err := mergeAnys(f.GetTypedConfig(), src); err == nil {
-					f.ConfigType = &listenerv3.ListenerFilter_TypedConfig{TypedConfig: merged}
+				merged, err := mergeAnys(f.GetTypedConfig(), src)
+				if err != nil {
+					g.mismatch(p, "listener filter "+f.GetName()+" of listener "+l.GetName(), err)
+					continue
 				}
+				f.ConfigType = &listenerv3.ListenerFilter_TypedConfig{TypedConfig: merged}
 			}
 		}
 	}
@@ -247,7 +274,7 @@ func replaceFirst[E any](s []E, match func(E) bool, value func() E) {
 	}
 }
 
-func patchFilterChains(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener) error {
+func patchFilterChains(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener) error {
 	for _, fc := range l.FilterChains {
 		if fc.Filters == nil {
 			continue
@@ -264,7 +291,7 @@ func patchFilterChains(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l 
 			l.DefaultFilterChain = nil
 		}
 	}
-	for _, p := range g[networking.EnvoyFilter_FILTER_CHAIN] {
+	for _, p := range g.by[networking.EnvoyFilter_FILTER_CHAIN] {
 		if p.op() == networking.EnvoyFilter_Patch_ADD && p.contextMatches(pctx) && listenerMatch(l, p) {
 			l.FilterChains = append(l.FilterChains, proto.Clone(p.Value).(*listenerv3.FilterChain))
 		}
@@ -273,8 +300,8 @@ func patchFilterChains(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l 
 	return nil
 }
 
-func patchFilterChain(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain) error {
-	for _, p := range g[networking.EnvoyFilter_FILTER_CHAIN] {
+func patchFilterChain(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener, fc *listenerv3.FilterChain) error {
+	for _, p := range g.by[networking.EnvoyFilter_FILTER_CHAIN] {
 		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) {
 			continue
 		}
@@ -313,8 +340,8 @@ func mergeTransportSocket(dst, src *corev3.TransportSocket) (merged, ok bool) {
 	return true, true
 }
 
-func patchNetworkFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain) error {
-	for _, p := range g[networking.EnvoyFilter_NETWORK_FILTER] {
+func patchNetworkFilters(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener, fc *listenerv3.FilterChain) error {
+	for _, p := range g.by[networking.EnvoyFilter_NETWORK_FILTER] {
 		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) {
 			continue
 		}
@@ -337,8 +364,8 @@ func networkFilterMatch(f *listenerv3.Filter, p Patch) bool {
 	return m == nil || m.GetName() == f.GetName()
 }
 
-func patchNetworkFilter(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain, f *listenerv3.Filter) error {
-	for _, p := range g[networking.EnvoyFilter_NETWORK_FILTER] {
+func patchNetworkFilter(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener, fc *listenerv3.FilterChain, f *listenerv3.Filter) error {
+	for _, p := range g.by[networking.EnvoyFilter_NETWORK_FILTER] {
 		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) || !networkFilterMatch(f, p) {
 			continue
 		}
@@ -354,6 +381,7 @@ func patchNetworkFilter(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l
 		if user.GetTypedConfig() != nil {
 			var err error
 			if merged, err = mergeAnys(f.GetTypedConfig(), user.GetTypedConfig()); err != nil {
+				g.mismatch(p, "network filter "+f.GetName()+" of listener "+l.GetName(), err)
 				merged = f.GetTypedConfig()
 			}
 		}
@@ -373,14 +401,14 @@ func httpFilterMatch(f *hcmv3.HttpFilter, p Patch) bool {
 	return m == nil || m.GetName() == f.GetName()
 }
 
-func patchHTTPFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *listenerv3.Listener, fc *listenerv3.FilterChain, f *listenerv3.Filter) error {
+func patchHTTPFilters(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener, fc *listenerv3.FilterChain, f *listenerv3.Filter) error {
 	hcm := &hcmv3.HttpConnectionManager{}
 	if f.GetTypedConfig() != nil {
 		if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
 			return nil
 		}
 	}
-	for _, p := range g[networking.EnvoyFilter_HTTP_FILTER] {
+	for _, p := range g.by[networking.EnvoyFilter_HTTP_FILTER] {
 		if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) || !networkFilterMatch(f, p) {
 			continue
 		}
@@ -390,7 +418,7 @@ func patchHTTPFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *
 		hcm.HttpFilters = listOp(hcm.HttpFilters, p.op(), has, match, value)
 	}
 	for _, h := range hcm.HttpFilters {
-		for _, p := range g[networking.EnvoyFilter_HTTP_FILTER] {
+		for _, p := range g.by[networking.EnvoyFilter_HTTP_FILTER] {
 			if !p.contextMatches(pctx) || !listenerMatch(l, p) || !filterChainMatch(l, fc, p) || !networkFilterMatch(f, p) || !httpFilterMatch(h, p) {
 				continue
 			}
@@ -406,6 +434,7 @@ func patchHTTPFilters(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, l *
 			if user.GetTypedConfig() != nil {
 				var err error
 				if merged, err = mergeAnys(h.GetTypedConfig(), user.GetTypedConfig()); err != nil {
+					g.mismatch(p, "HTTP filter "+h.GetName()+" of listener "+l.GetName(), err)
 					merged = h.GetTypedConfig()
 				}
 			}
@@ -486,16 +515,16 @@ func filterChainMatch(l *listenerv3.Listener, fc *listenerv3.FilterChain, p Patc
 
 // patchRoute patches one route configuration; gateways' RDS names carry
 // the port, port name and Gateway that matches read.
-func patchRoute(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, rc *routev3.RouteConfiguration) *routev3.RouteConfiguration {
-	for _, p := range g[networking.EnvoyFilter_ROUTE_CONFIGURATION] {
-		if isMerge(p.op()) && p.contextMatches(pctx) && routeMatch(pctx, rc, p) {
+func patchRoute(pctx networking.EnvoyFilter_PatchContext, g *patchSet, rc *routev3.RouteConfiguration) *routev3.RouteConfiguration {
+	for _, p := range g.by[networking.EnvoyFilter_ROUTE_CONFIGURATION] {
+		if isMerge(p.op()) && p.contextMatches(pctx) && routeMatch(pctx, g.ports, rc, p) {
 			mergeOp(p.op(), rc, p.Value)
 		}
 	}
 	removed := map[string]bool{}
 	for i, vh := range rc.VirtualHosts {
-		for _, p := range g[networking.EnvoyFilter_VIRTUAL_HOST] {
-			if !p.contextMatches(pctx) || !routeMatch(pctx, rc, p) || !vhostMatch(vh, p) {
+		for _, p := range g.by[networking.EnvoyFilter_VIRTUAL_HOST] {
+			if !p.contextMatches(pctx) || !routeMatch(pctx, g.ports, rc, p) || !vhostMatch(vh, p) {
 				continue
 			}
 			if p.op() == networking.EnvoyFilter_Patch_REMOVE {
@@ -509,8 +538,8 @@ func patchRoute(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, rc *route
 			}
 		}
 	}
-	for _, p := range g[networking.EnvoyFilter_VIRTUAL_HOST] {
-		if p.op() == networking.EnvoyFilter_Patch_ADD && p.contextMatches(pctx) && routeMatch(pctx, rc, p) {
+	for _, p := range g.by[networking.EnvoyFilter_VIRTUAL_HOST] {
+		if p.op() == networking.EnvoyFilter_Patch_ADD && p.contextMatches(pctx) && routeMatch(pctx, g.ports, rc, p) {
 			rc.VirtualHosts = append(rc.VirtualHosts, proto.Clone(p.Value).(*routev3.VirtualHost))
 		}
 	}
@@ -520,7 +549,7 @@ func patchRoute(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, rc *route
 	return rc
 }
 
-func routeMatch(pctx networking.EnvoyFilter_PatchContext, rc *routev3.RouteConfiguration, p Patch) bool {
+func routeMatch(pctx networking.EnvoyFilter_PatchContext, ports PortMap, rc *routev3.RouteConfiguration, p Patch) bool {
 	m := p.CP.GetMatch().GetRouteConfiguration()
 	if m == nil {
 		return true
@@ -544,13 +573,19 @@ func routeMatch(pctx networking.EnvoyFilter_PatchContext, rc *routev3.RouteConfi
 	if m.GetGateway() != "" && m.GetGateway() != gateway {
 		return false
 	}
-	// Istio also maps a Service port to the gateway's target port here;
-	// the dump does not carry that map (see Prediction.Inexact).
-	if m.GetPortNumber() != 0 && int(m.GetPortNumber()) != port {
-		return false
+	if m.GetPortNumber() != 0 {
+		if servers, ok := ports[port]; ok {
+			return slices.Contains(servers, int(m.GetPortNumber()))
+		}
+		return int(m.GetPortNumber()) == port
 	}
 	return true
 }
+
+// PortMap is, for a gateway, the Gateway server ports behind each port its
+// RDS names carry (the target port a Service maps a server port to):
+// istiod matches a route configuration's portNumber against those.
+type PortMap map[int][]int
 
 // gatewayRouteName reads a gateway RDS name: http.PORT, or
 // https.PORT.PORTNAME.GATEWAY.NAMESPACE.
@@ -577,8 +612,8 @@ func vhostMatch(vh *routev3.VirtualHost, p Patch) bool {
 
 // patchCluster merges the cluster patches into cl; false when one removes
 // it.
-func patchCluster(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, cl *clusterv3.Cluster) bool {
-	for _, p := range g[networking.EnvoyFilter_CLUSTER] {
+func patchCluster(pctx networking.EnvoyFilter_PatchContext, g *patchSet, cl *clusterv3.Cluster) bool {
+	for _, p := range g.by[networking.EnvoyFilter_CLUSTER] {
 		if p.op() == networking.EnvoyFilter_Patch_REMOVE && p.contextMatches(pctx) && clusterMatch(cl, p) {
 			return false
 		}
@@ -615,6 +650,32 @@ func patchCluster(pctx networking.EnvoyFilter_PatchContext, g byApplyTo, cl *clu
 	return true
 }
 
+// parseSubsetKey reads DIRECTION|PORT|SUBSET|HOST, or the SNI-DNAT form
+// outbound_.PORT_.SUBSET_.HOST, as Istio does: the parts there are.
+func parseSubsetKey(name string) (subset, host string, port int) {
+	sep := "|"
+	if strings.HasPrefix(name, "outbound_.") || strings.HasPrefix(name, "inbound_.") {
+		sep = "_."
+	}
+	_, rest, ok := strings.Cut(name, sep)
+	if !ok {
+		return "", "", 0
+	}
+	p, rest, ok := strings.Cut(rest, sep)
+	if !ok {
+		return "", "", 0
+	}
+	port, _ = strconv.Atoi(p)
+	subset, rest, ok = strings.Cut(rest, sep)
+	if !ok {
+		return "", "", port
+	}
+	if strings.Contains(rest, sep) {
+		return subset, "", port
+	}
+	return subset, rest, port
+}
+
 // clusterMatch follows Istio's: a name matches exactly; otherwise the
 // subset, service and port are read from the outbound|PORT|SUBSET|HOST
 // name.
@@ -626,13 +687,7 @@ func clusterMatch(cl *clusterv3.Cluster, p Patch) bool {
 	if m.GetName() != "" {
 		return m.GetName() == cl.GetName()
 	}
-	parts := strings.Split(cl.GetName(), "|")
-	var subset, host string
-	port := 0
-	if len(parts) == 4 {
-		port, _ = strconv.Atoi(parts[1])
-		subset, host = parts[2], parts[3]
-	}
+	subset, host, port := parseSubsetKey(cl.GetName())
 	if m.GetSubset() != "" && m.GetSubset() != subset {
 		return false
 	}

@@ -51,6 +51,8 @@ type Config struct {
 	Dropped string
 
 	res *resolver // knows the stand-ins of Opaque
+	// aborted is what Apply could not predict (see patchSet.aborted).
+	aborted []string
 }
 
 // DumpError is a config dump that can't be read: truncated, not JSON, or

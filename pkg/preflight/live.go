@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
@@ -116,4 +119,97 @@ func ClusterFilters(ctx context.Context, istio istioclient.Interface) (live, oth
 		}
 	}
 	return live, others, nil
+}
+
+// GatewayPorts is the PortMap istiod builds for a gateway proxy from the
+// Gateways that select it and the Services in its namespace that select
+// it: each server's port is resolved to the target port of the Service
+// port of that number (the port its RDS name carries), or kept when no
+// Service has it. A named target port can't be resolved without the pod;
+// those servers are returned in unresolved.
+func GatewayPorts(ctx context.Context, kube kubernetes.Interface, istio istioclient.Interface, px Proxy) (PortMap, []string, error) {
+	selects := func(sel map[string]string) bool {
+		if len(sel) == 0 {
+			return false
+		}
+		for k, v := range sel {
+			if got, ok := px.Labels[k]; !ok || got != v {
+				return false
+			}
+		}
+		return true
+	}
+	svcs, err := kube.CoreV1().Services(px.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list services in %s: %w", px.Namespace, err)
+	}
+	targets := map[int][]intstr.IntOrString{}
+	for _, s := range svcs.Items {
+		if !selects(s.Spec.Selector) {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			targets[int(p.Port)] = append(targets[int(p.Port)], p.TargetPort)
+		}
+	}
+	gws, err := istio.NetworkingV1().Gateways(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list gateways: %w", err)
+	}
+	out := PortMap{}
+	var unresolved []string
+	add := func(resolved, server int) {
+		if !slices.Contains(out[resolved], server) {
+			out[resolved] = append(out[resolved], server)
+		}
+	}
+	for _, g := range gws.Items {
+		if !selects(g.Spec.GetSelector()) {
+			continue
+		}
+		for _, s := range g.Spec.GetServers() {
+			port := int(s.GetPort().GetNumber())
+			if port == 0 {
+				continue
+			}
+			ts, ok := targets[port]
+			if !ok {
+				add(port, port)
+				continue
+			}
+			for _, t := range ts {
+				switch {
+				case t.Type == intstr.String && t.StrVal != "":
+					unresolved = append(unresolved, fmt.Sprintf("Gateway %s/%s port %d: its Service's target port %q is named", g.Namespace, g.Name, port, t.StrVal))
+				case t.IntValue() == 0:
+					add(port, port)
+				default:
+					add(t.IntValue(), port)
+				}
+			}
+		}
+	}
+	return out, unresolved, nil
+}
+
+// LiveInput is the prediction's input for the proxy px whose current
+// config is cur, read from the cluster: globalconfig's EnvoyFilters and
+// the others, and a gateway's port map.
+func LiveInput(ctx context.Context, kube kubernetes.Interface, istio istioclient.Interface, cur *Config, px Proxy, root string, desired []Filter) (Input, error) {
+	live, others, err := ClusterFilters(ctx, istio)
+	if err != nil {
+		return Input{}, err
+	}
+	in := Input{Current: cur, Proxy: px, RootNamespace: root, Live: live, Desired: desired, Others: others}
+	if px.Type == "router" {
+		ports, unresolved, err := GatewayPorts(ctx, kube, istio, px)
+		if err != nil {
+			return Input{}, err
+		}
+		in.Proxy.Ports = ports
+		for _, u := range unresolved {
+			in.Notes = append(in.Notes, u+": route configuration matches by that port number are not predicted")
+		}
+	}
+	return in, nil
 }

@@ -20,6 +20,9 @@ type Proxy struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	IstioVersion string            `json:"istioVersion,omitempty"`
 	Type         string            `json:"type"` // router (a gateway) or sidecar
+	// Ports is a gateway's PortMap, from its Gateways and Services; nil
+	// when none remaps a port.
+	Ports PortMap `json:"gatewayPorts,omitempty"`
 }
 
 // Filter is one EnvoyFilter that may reach the proxy.
@@ -59,7 +62,7 @@ func Select(px Proxy, root string, fs []Filter) ([]Patch, []string, error) {
 		}
 		match := true
 		for k, v := range sel {
-			if px.Labels[k] != v {
+			if got, ok := px.Labels[k]; !ok || got != v {
 				match = false
 				break
 			}
@@ -92,14 +95,8 @@ func Select(px Proxy, root string, fs []Filter) ([]Patch, []string, error) {
 					notes = append(notes, fmt.Sprintf("EnvoyFilter %s patch %d matches proxy metadata, which is not predicted: left out", f.key(), i))
 					continue
 				}
-				if pv := pm.GetProxyVersion(); pv != "" {
-					re, err := regexp.Compile(pv)
-					if err != nil {
-						return nil, nil, fmt.Errorf("EnvoyFilter %s patch %d: proxyVersion %q: %w", f.key(), i, pv, err)
-					}
-					if px.IstioVersion == "" || !re.MatchString(px.IstioVersion) {
-						continue
-					}
+				if pv := pm.GetProxyVersion(); pv != "" && !versionMatches(pv, px.IstioVersion) {
+					continue
 				}
 			}
 			value, err := envoyfilter.FromStruct(cp.GetApplyTo(), cp.GetPatch().GetValue())
@@ -110,10 +107,47 @@ func Select(px Proxy, root string, fs []Filter) ([]Patch, []string, error) {
 			if item == "" {
 				item = f.key()
 			}
-			out = append(out, Patch{Item: item, Filter: f.key(), CP: cp, Value: value})
+			if insertAsAdd(cp) {
+				cp = proto.Clone(cp).(*networking.EnvoyFilter_EnvoyConfigObjectPatch)
+				cp.Patch.Operation = networking.EnvoyFilter_Patch_ADD
+			}
+			out = append(out, Patch{Item: item, Filter: f.key(), Priority: f.Spec.GetPriority(), CP: cp, Value: value})
 		}
 	}
 	return out, notes, nil
+}
+
+// maxProxyVersionLen is istiod's bound on a proxyVersion pattern: a longer
+// one matches no proxy.
+const maxProxyVersionLen = 1024
+
+// versionMatches is istiod's proxyVersion match: a proxy without a version
+// never matches; a pattern that does not compile matches every proxy
+// (istiod ignores the error; its validation refuses such EnvoyFilters).
+func versionMatches(pattern, version string) bool {
+	if version == "" || len(pattern) > maxProxyVersionLen {
+		return false
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return true
+	}
+	return re.MatchString(version)
+}
+
+// insertAsAdd tells an INSERT_* that istiod applies as ADD: inserts place
+// filters and routes only.
+func insertAsAdd(cp *networking.EnvoyFilter_EnvoyConfigObjectPatch) bool {
+	switch cp.GetPatch().GetOperation() {
+	case networking.EnvoyFilter_Patch_INSERT_FIRST, networking.EnvoyFilter_Patch_INSERT_BEFORE, networking.EnvoyFilter_Patch_INSERT_AFTER:
+	default:
+		return false
+	}
+	switch cp.GetApplyTo() {
+	case networking.EnvoyFilter_HTTP_FILTER, networking.EnvoyFilter_NETWORK_FILTER, networking.EnvoyFilter_HTTP_ROUTE, networking.EnvoyFilter_LISTENER_FILTER:
+		return false
+	}
+	return true
 }
 
 // Input is what a prediction starts from.
@@ -128,6 +162,8 @@ type Input struct {
 	// Others are the other EnvoyFilters in the root and the proxy's
 	// namespace; their patches are in the current config too.
 	Others []Filter
+	// Notes are carried to the prediction's.
+	Notes []string
 }
 
 // Prediction is a proxy's configuration now and under the new set.
@@ -179,20 +215,52 @@ func Predict(in Input) (*Prediction, error) {
 		return nil, fmt.Errorf("other EnvoyFilters: %w", err)
 	}
 	p := &Prediction{Proxy: in.Proxy, Context: pctx, Before: in.Current}
-	p.Notes = append(append(append(p.Notes, notesL...), notesD...), notesO...)
+	p.Notes = append(append(append(append(p.Notes, in.Notes...), notesL...), notesD...), notesO...)
 	p.Changed = changed(live, desired)
 
 	base := in.Current.clone()
-	p.Inexact = undo(base, pctx, live, desired, others)
+	p.Inexact = undo(base, pctx, in.Proxy.Ports, live, desired, others)
+	p.Inexact = append(p.Inexact, insertOrder(p.Changed, live, desired, others)...)
 	// The new set applied on the base, which keeps the other
 	// EnvoyFilters' patches; undo reported where they and globalconfig's
 	// set the same fields.
-	after, err := Apply(base, pctx, desired)
+	after, err := Apply(base, pctx, in.Proxy.Ports, desired)
 	if err != nil {
 		return nil, err
 	}
 	p.After = after
+	p.Inexact = append(p.Inexact, after.aborted...)
 	return p, nil
+}
+
+// insertOrder names the other EnvoyFilters whose inserted filters istiod
+// would place after a changed item's: their filters are in the base, so
+// the prediction places the item's after them, which is istiod's order
+// only when the item's priority is the higher.
+func insertOrder(changed []string, live, desired, others []Patch) []string {
+	inserts := func(p Patch) bool {
+		switch p.CP.GetApplyTo() {
+		case networking.EnvoyFilter_HTTP_FILTER, networking.EnvoyFilter_NETWORK_FILTER, networking.EnvoyFilter_LISTENER_FILTER:
+			return p.op() == networking.EnvoyFilter_Patch_ADD || p.op() == networking.EnvoyFilter_Patch_INSERT_FIRST ||
+				p.op() == networking.EnvoyFilter_Patch_INSERT_BEFORE || p.op() == networking.EnvoyFilter_Patch_INSERT_AFTER
+		}
+		return false
+	}
+	var out []string
+	for _, ours := range append(slices.Clone(live), desired...) {
+		if !inserts(ours) || !slices.Contains(changed, ours.Item) {
+			continue
+		}
+		for _, o := range others {
+			if inserts(o) && o.CP.GetApplyTo() == ours.CP.GetApplyTo() && o.Priority >= ours.Priority {
+				s := fmt.Sprintf("%s: where its %s goes against those EnvoyFilter %s inserts (priority %d, not below %d) is not predicted", ours.Item, ours.CP.GetApplyTo(), o.Filter, o.Priority, ours.Priority)
+				if !slices.Contains(out, s) {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // changed are the items whose patches reaching the proxy differ between

@@ -22,12 +22,41 @@ import (
 // before the merge, which the current config hides, so it is reported
 // unless a patch of next (the new set) sets the field again, which makes
 // the old value irrelevant.
-func undo(c *Config, pctx networking.EnvoyFilter_PatchContext, live, next, others []Patch) []string {
-	u := &undoer{pctx: pctx, live: group(live), next: group(next), others: group(others)}
+func undo(c *Config, pctx networking.EnvoyFilter_PatchContext, ports PortMap, live, next, others []Patch) []string {
+	u := &undoer{pctx: pctx, ports: ports}
+	var undoable []Patch
 	for _, p := range live {
-		switch p.op() {
-		case networking.EnvoyFilter_Patch_REMOVE, networking.EnvoyFilter_Patch_REPLACE:
+		switch {
+		case p.op() == networking.EnvoyFilter_Patch_REMOVE || p.op() == networking.EnvoyFilter_Patch_REPLACE ||
+			p.op() == networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST:
 			u.holef("%s: its %s %s of the current set can't be undone", p.Item, p.op(), p.CP.GetApplyTo())
+		case p.op() == networking.EnvoyFilter_Patch_MERGE && p.CP.GetApplyTo() == networking.EnvoyFilter_LISTENER_FILTER:
+			u.holef("%s: its MERGE into listener filters of the current set can't be undone", p.Item)
+		default:
+			undoable = append(undoable, p)
+		}
+	}
+	// istiod merges filters' typed configs on MERGE only.
+	filterMerge := func(ps []Patch) []Patch {
+		return slices.DeleteFunc(slices.Clone(ps), func(p Patch) bool {
+			switch p.CP.GetApplyTo() {
+			case networking.EnvoyFilter_NETWORK_FILTER, networking.EnvoyFilter_HTTP_FILTER, networking.EnvoyFilter_LISTENER_FILTER:
+				return p.op() == networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST
+			}
+			return false
+		})
+	}
+	u.live, u.next, u.others = group(undoable), group(filterMerge(next)), group(filterMerge(others))
+	// What the current set added first: istiod never patches what an ADD
+	// adds in the same push.
+	for _, p := range u.live[networking.EnvoyFilter_CLUSTER] {
+		if p.op() == networking.EnvoyFilter_Patch_ADD {
+			c.Clusters = removeEqual(u, c.Clusters, p, "cluster", "")
+		}
+	}
+	for _, p := range u.live[networking.EnvoyFilter_LISTENER] {
+		if p.op() == networking.EnvoyFilter_Patch_ADD {
+			c.Listeners = removeEqual(u, c.Listeners, p, "listener", "")
 		}
 	}
 	for _, l := range c.Listeners {
@@ -39,21 +68,12 @@ func undo(c *Config, pctx networking.EnvoyFilter_PatchContext, live, next, other
 	for _, cl := range c.Clusters {
 		u.cluster(cl)
 	}
-	for _, p := range u.live[networking.EnvoyFilter_CLUSTER] {
-		if p.op() == networking.EnvoyFilter_Patch_ADD {
-			c.Clusters = removeEqual(u, c.Clusters, p, "cluster", "")
-		}
-	}
-	for _, p := range u.live[networking.EnvoyFilter_LISTENER] {
-		if p.op() == networking.EnvoyFilter_Patch_ADD {
-			c.Listeners = removeEqual(u, c.Listeners, p, "listener", "")
-		}
-	}
 	return u.holes
 }
 
 type undoer struct {
 	pctx               networking.EnvoyFilter_PatchContext
+	ports              PortMap
 	live, next, others byApplyTo
 	holes              []string
 }
@@ -94,6 +114,12 @@ func matching(ps []Patch, merge bool, f func(Patch) bool) []Patch {
 
 func (u *undoer) listener(l *listenerv3.Listener) {
 	lm := func(p Patch) bool { return p.contextMatches(u.pctx) && listenerMatch(l, p) }
+	// Added filter chains come after everything merged into the listener.
+	for _, p := range matching(u.live[networking.EnvoyFilter_FILTER_CHAIN], false, lm) {
+		if p.op() == networking.EnvoyFilter_Patch_ADD {
+			l.FilterChains = removeEqual(u, l.FilterChains, p, "filter chain", "in listener "+l.GetName())
+		}
+	}
 	u.rebaseMsg("listener "+l.GetName(), l, values(matching(u.live[networking.EnvoyFilter_LISTENER], true, lm)),
 		values(matching(u.next[networking.EnvoyFilter_LISTENER], true, lm)), matching(u.others[networking.EnvoyFilter_LISTENER], true, lm))
 	for _, p := range matching(u.live[networking.EnvoyFilter_LISTENER_FILTER], false, lm) {
@@ -164,24 +190,21 @@ func (u *undoer) listener(l *listenerv3.Listener) {
 			}
 		}
 	}
-	for _, p := range matching(u.live[networking.EnvoyFilter_FILTER_CHAIN], false, lm) {
-		if p.op() == networking.EnvoyFilter_Patch_ADD {
-			l.FilterChains = removeEqual(u, l.FilterChains, p, "filter chain", "in listener "+l.GetName())
-		}
-	}
 }
 
 func (u *undoer) route(rc *routev3.RouteConfiguration) {
-	rm := func(p Patch) bool { return p.contextMatches(u.pctx) && routeMatch(u.pctx, rc, p) }
+	rm := func(p Patch) bool { return p.contextMatches(u.pctx) && routeMatch(u.pctx, u.ports, rc, p) }
+	// Added virtual hosts come after everything merged into the route
+	// configuration.
+	for _, p := range matching(u.live[networking.EnvoyFilter_VIRTUAL_HOST], false, rm) {
+		rc.VirtualHosts = removeEqual(u, rc.VirtualHosts, p, "virtual host", "in route configuration "+rc.GetName())
+	}
 	u.rebaseMsg("route configuration "+rc.GetName(), rc, values(matching(u.live[networking.EnvoyFilter_ROUTE_CONFIGURATION], true, rm)),
 		values(matching(u.next[networking.EnvoyFilter_ROUTE_CONFIGURATION], true, rm)), matching(u.others[networking.EnvoyFilter_ROUTE_CONFIGURATION], true, rm))
 	for _, vh := range rc.VirtualHosts {
 		vm := func(p Patch) bool { return rm(p) && vhostMatch(vh, p) }
 		u.rebaseMsg("route configuration "+rc.GetName()+" virtual host "+vh.GetName(), vh, values(matching(u.live[networking.EnvoyFilter_VIRTUAL_HOST], true, vm)),
 			values(matching(u.next[networking.EnvoyFilter_VIRTUAL_HOST], true, vm)), matching(u.others[networking.EnvoyFilter_VIRTUAL_HOST], true, vm))
-	}
-	for _, p := range matching(u.live[networking.EnvoyFilter_VIRTUAL_HOST], false, rm) {
-		rc.VirtualHosts = removeEqual(u, rc.VirtualHosts, p, "virtual host", "in route configuration "+rc.GetName())
 	}
 }
 

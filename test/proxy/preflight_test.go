@@ -41,11 +41,11 @@ func fetchNow(ctx context.Context, t testing.TB, g *gw) (*preflight.Config, pref
 func predict(ctx context.Context, t testing.TB, g *gw, objs []*envoyfilter.Object) *preflight.Prediction {
 	t.Helper()
 	cur, px := fetchNow(ctx, t, g)
-	live, others, err := preflight.ClusterFilters(ctx, cluster.Istio)
+	in, err := preflight.LiveInput(ctx, cluster.Admin, cluster.Istio, cur, px, ns, preflight.FromObjects(objs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := preflight.Predict(preflight.Input{Current: cur, Proxy: px, RootNamespace: ns, Live: live, Desired: preflight.FromObjects(objs), Others: others})
+	p, err := preflight.Predict(in)
 	if err != nil {
 		t.Fatal(err)
 	}
