@@ -97,7 +97,7 @@ Usage:
                                   EnvoyFilters to create, update or delete, each with a unified diff
   globalconfig diff -f FILE --proxy POD.NS [--istiod-debug-url URL] [--envoy PATH] [-o text|json|yaml]
   globalconfig diff -f FILE --config-dump DUMP.json [--envoy PATH]
-                                  preflight of one gateway: the Envoy-level change of its listeners,
+                                  preflight of one gateway or sidecar: the Envoy-level change of its listeners,
                                   routes and clusters, predicted from its current config; --envoy: and
                                   whether that Envoy binary loads the result (exit 10 if not)
   globalconfig status [--kubeconfig K] [--configmap NS/NAME] [-o text|json|yaml]

@@ -27,7 +27,7 @@ type preflightFlags struct {
 }
 
 func (p *preflightFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&p.proxy, "proxy", "", "POD.NAMESPACE of a gateway: show the Envoy-level change of its listeners, routes and clusters, predicted from its current config as istiod generates it")
+	fs.StringVar(&p.proxy, "proxy", "", "POD.NAMESPACE of a gateway or a sidecar: show the Envoy-level change of its listeners, routes and clusters, predicted from its current config as istiod generates it")
 	fs.StringVar(&p.dump, "config-dump", "", "instead of asking istiod, read the proxy's current config from this file: `istioctl proxy-config all POD -o json`, or Envoy's admin /config_dump")
 	fs.StringVar(&p.envoy, "envoy", "", "with --proxy or --config-dump: load the predicted config into this Envoy binary (envoy --mode validate); exit 10 if it refuses it")
 	fs.StringVar(&p.istiod, "istiod-debug-url", "", "istiod's debug base URL(s), comma-separated, e.g. http://localhost:8080 after kubectl port-forward -n istio-system deploy/istiod 8080 (default: every ready endpoint of --istiod-service on port 8080)")

@@ -81,64 +81,172 @@ var supported = map[networking.EnvoyFilter_ApplyTo]bool{
 	networking.EnvoyFilter_CLUSTER:             true,
 }
 
-// Apply returns a copy of c with ps applied in order, for a proxy whose
-// resources istiod patches in context pctx (GATEWAY for a gateway), the
-// way istiod applies EnvoyFilters (pilot/pkg/networking/core/envoyfilter):
+// Kind tells which context istiod patches each resource of a proxy in: a
+// gateway's all in GATEWAY; a sidecar's by direction, SIDECAR_INBOUND for
+// its inbound listeners (traffic_direction INBOUND), the route
+// configurations inline in them and its inbound| clusters, and
+// SIDECAR_OUTBOUND for the rest.
+type Kind struct{ Sidecar bool }
+
+// Contexts are the contexts istiod patches the proxy in, in the order it
+// adds what ADD patches add.
+func (k Kind) Contexts() []networking.EnvoyFilter_PatchContext {
+	if k.Sidecar {
+		return []networking.EnvoyFilter_PatchContext{networking.EnvoyFilter_SIDECAR_OUTBOUND, networking.EnvoyFilter_SIDECAR_INBOUND}
+	}
+	return []networking.EnvoyFilter_PatchContext{networking.EnvoyFilter_GATEWAY}
+}
+
+func (k Kind) listener(l *listenerv3.Listener) networking.EnvoyFilter_PatchContext {
+	switch {
+	case !k.Sidecar:
+		return networking.EnvoyFilter_GATEWAY
+	case l.GetTrafficDirection() == corev3.TrafficDirection_INBOUND || l.GetName() == "virtualInbound":
+		return networking.EnvoyFilter_SIDECAR_INBOUND
+	}
+	return networking.EnvoyFilter_SIDECAR_OUTBOUND
+}
+
+func (k Kind) route(rc *routev3.RouteConfiguration) networking.EnvoyFilter_PatchContext {
+	switch {
+	case !k.Sidecar:
+		return networking.EnvoyFilter_GATEWAY
+	case strings.HasPrefix(rc.GetName(), "inbound|"):
+		return networking.EnvoyFilter_SIDECAR_INBOUND
+	}
+	return networking.EnvoyFilter_SIDECAR_OUTBOUND
+}
+
+func (k Kind) cluster(cl *clusterv3.Cluster) networking.EnvoyFilter_PatchContext {
+	switch {
+	case !k.Sidecar:
+		return networking.EnvoyFilter_GATEWAY
+	case strings.HasPrefix(cl.GetName(), "inbound|") || strings.HasPrefix(cl.GetName(), "InboundPassthroughCluster"):
+		return networking.EnvoyFilter_SIDECAR_INBOUND
+	}
+	return networking.EnvoyFilter_SIDECAR_OUTBOUND
+}
+
+// reaches tells whether p reaches any context of the proxy.
+func (k Kind) reaches(p Patch) bool {
+	for _, c := range k.Contexts() {
+		if p.contextMatches(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply returns a copy of c with ps applied in order to a proxy of kind k,
+// the way istiod applies EnvoyFilters (pilot/pkg/networking/core/envoyfilter):
 // listeners first whole, then their listener filters, filter chains,
-// network filters and HTTP filters; route configurations, then virtual
-// hosts; clusters merged, then added. MERGE is Istio's proto merge: set
-// scalars replace, lists append, a Duration or a nested Any is replaced,
-// and a filter's typed config is merged by value.
-func Apply(c *Config, pctx networking.EnvoyFilter_PatchContext, ports PortMap, ps []Patch) (*Config, error) {
+// network filters and HTTP filters (a sidecar's inbound route
+// configurations, inline in its connection managers, before all that, as
+// istiod builds them); route configurations, then virtual hosts; clusters
+// merged, then added. MERGE is Istio's proto merge: set scalars replace,
+// lists append, a Duration or a nested Any is replaced, and a filter's
+// typed config is merged by value.
+func Apply(c *Config, k Kind, ports PortMap, ps []Patch) (*Config, error) {
 	for _, p := range ps {
-		if !supported[p.CP.GetApplyTo()] && p.contextMatches(pctx) {
+		if !supported[p.CP.GetApplyTo()] && k.reaches(p) {
 			return nil, fmt.Errorf("%s: applyTo %s is not predicted", p.Filter, p.CP.GetApplyTo())
 		}
 	}
 	out := c.clone()
 	g := &patchSet{by: group(ps), ports: ports}
 	for _, l := range out.Listeners {
+		pctx := k.listener(l)
+		if pctx == networking.EnvoyFilter_SIDECAR_INBOUND {
+			if err := patchInlineRoutes(pctx, g, l); err != nil {
+				return nil, err
+			}
+		}
 		if err := patchListener(pctx, g, l); err != nil {
 			return nil, err
 		}
 	}
-	for _, p := range g.by[networking.EnvoyFilter_LISTENER] {
-		if p.op() != networking.EnvoyFilter_Patch_ADD {
-			continue
-		}
-		if p.CP.GetMatch().GetContext() == networking.EnvoyFilter_ANY && pctx != networking.EnvoyFilter_SIDECAR_OUTBOUND && pctx != networking.EnvoyFilter_GATEWAY {
-			continue
-		}
-		if p.contextMatches(pctx) {
-			out.Listeners = append(out.Listeners, proto.Clone(p.Value).(*listenerv3.Listener))
+	for _, pctx := range k.Contexts() {
+		for _, p := range g.by[networking.EnvoyFilter_LISTENER] {
+			if p.op() != networking.EnvoyFilter_Patch_ADD {
+				continue
+			}
+			if p.CP.GetMatch().GetContext() == networking.EnvoyFilter_ANY && pctx != networking.EnvoyFilter_SIDECAR_OUTBOUND && pctx != networking.EnvoyFilter_GATEWAY {
+				continue
+			}
+			if p.contextMatches(pctx) {
+				out.Listeners = append(out.Listeners, proto.Clone(p.Value).(*listenerv3.Listener))
+			}
 		}
 	}
 	out.Listeners = slices.DeleteFunc(out.Listeners, func(l *listenerv3.Listener) bool { return l.GetName() == "" })
 
 	for i, rc := range out.Routes {
-		out.Routes[i] = patchRoute(pctx, g, rc)
+		out.Routes[i] = patchRoute(k.route(rc), g, rc)
 	}
 
 	var clusters []*clusterv3.Cluster
 	for _, cl := range out.Clusters {
-		if patchCluster(pctx, g, cl) {
+		if patchCluster(k.cluster(cl), g, cl) {
 			clusters = append(clusters, cl)
 		}
 	}
-	for _, p := range g.by[networking.EnvoyFilter_CLUSTER] {
-		if p.op() != networking.EnvoyFilter_Patch_ADD {
-			continue
-		}
-		if p.CP.GetMatch().GetContext() == networking.EnvoyFilter_ANY && pctx != networking.EnvoyFilter_SIDECAR_OUTBOUND && pctx != networking.EnvoyFilter_GATEWAY {
-			continue
-		}
-		if p.contextMatches(pctx) {
-			clusters = append(clusters, proto.Clone(p.Value).(*clusterv3.Cluster))
+	for _, pctx := range k.Contexts() {
+		for _, p := range g.by[networking.EnvoyFilter_CLUSTER] {
+			if p.op() != networking.EnvoyFilter_Patch_ADD {
+				continue
+			}
+			if p.CP.GetMatch().GetContext() == networking.EnvoyFilter_ANY && pctx != networking.EnvoyFilter_SIDECAR_OUTBOUND && pctx != networking.EnvoyFilter_GATEWAY {
+				continue
+			}
+			if p.contextMatches(pctx) {
+				clusters = append(clusters, proto.Clone(p.Value).(*clusterv3.Cluster))
+			}
 		}
 	}
 	out.Clusters = clusters
 	out.aborted = g.aborted
 	return out, nil
+}
+
+// patchInlineRoutes patches the route configurations inline in l's
+// connection managers.
+func patchInlineRoutes(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *listenerv3.Listener) error {
+	return eachHCM(l, func(hcm *hcmv3.HttpConnectionManager) bool {
+		if rc := hcm.GetRouteConfig(); rc != nil {
+			hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: patchRoute(pctx, g, rc)}
+			return true
+		}
+		return false
+	})
+}
+
+// eachHCM calls f with every HTTP connection manager of l, and packs it
+// again when f changed it.
+func eachHCM(l *listenerv3.Listener, f func(*hcmv3.HttpConnectionManager) bool) error {
+	chains := slices.Clone(l.FilterChains)
+	if l.DefaultFilterChain != nil {
+		chains = append(chains, l.DefaultFilterChain)
+	}
+	for _, fc := range chains {
+		for _, nf := range fc.GetFilters() {
+			if nf.GetName() != "envoy.filters.network.http_connection_manager" || nf.GetTypedConfig() == nil {
+				continue
+			}
+			hcm := &hcmv3.HttpConnectionManager{}
+			if err := nf.GetTypedConfig().UnmarshalTo(hcm); err != nil {
+				continue
+			}
+			if !f(hcm) {
+				continue
+			}
+			a, err := anypb.New(hcm)
+			if err != nil {
+				return fmt.Errorf("encode the connection manager of listener %s: %w", l.GetName(), err)
+			}
+			nf.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+		}
+	}
+	return nil
 }
 
 func (c *Config) clone() *Config {
@@ -560,7 +668,10 @@ func routeMatch(pctx networking.EnvoyFilter_PatchContext, ports PortMap, rc *rou
 	if pctx != networking.EnvoyFilter_GATEWAY {
 		if m.GetPortNumber() != 0 {
 			port, _ := strconv.Atoi(rc.GetName())
-			if !strings.HasPrefix(rc.GetName(), "inbound") && int(m.GetPortNumber()) != port {
+			if strings.HasPrefix(rc.GetName(), "inbound") {
+				_, _, port = parseSubsetKey(rc.GetName())
+			}
+			if int(m.GetPortNumber()) != port {
 				return false
 			}
 		}
@@ -616,6 +727,12 @@ func patchCluster(pctx networking.EnvoyFilter_PatchContext, g *patchSet, cl *clu
 	for _, p := range g.by[networking.EnvoyFilter_CLUSTER] {
 		if p.op() == networking.EnvoyFilter_Patch_REMOVE && p.contextMatches(pctx) && clusterMatch(cl, p) {
 			return false
+		}
+		if pctx == networking.EnvoyFilter_SIDECAR_INBOUND && p.contextMatches(pctx) && p.CP.GetMatch().GetCluster().GetService() != "" && p.CP.GetMatch().GetCluster().GetName() == "" {
+			// istiod matches an inbound cluster's service against the
+			// workload's Services, which the dump does not name.
+			g.aborted = append(g.aborted, fmt.Sprintf("%s: its CLUSTER match on service %s against the inbound cluster %s is not predicted (istiod matches the workload's Services)", p.Item, p.CP.GetMatch().GetCluster().GetService(), cl.GetName()))
+			continue
 		}
 		if !isMerge(p.op()) || !p.contextMatches(pctx) || !clusterMatch(cl, p) {
 			continue

@@ -168,10 +168,10 @@ type Input struct {
 
 // Prediction is a proxy's configuration now and under the new set.
 type Prediction struct {
-	Proxy   Proxy
-	Context networking.EnvoyFilter_PatchContext
-	Before  *Config
-	After   *Config
+	Proxy  Proxy
+	Kind   Kind
+	Before *Config
+	After  *Config
 	// Changed are the items whose EnvoyFilter the new set changes, adds
 	// or removes, and that reach the proxy before or after.
 	Changed []string
@@ -182,23 +182,23 @@ type Prediction struct {
 	Notes []string
 }
 
-// Context is the patch context istiod patches a proxy of kind typ in; a
-// sidecar is not predicted.
-func Context(typ string) (networking.EnvoyFilter_PatchContext, error) {
+// KindOf is the Kind of a proxy of istiod's node type typ: router (a
+// gateway) or sidecar; waypoints and ztunnels take no EnvoyFilter.
+func KindOf(typ string) (Kind, error) {
 	switch typ {
 	case "router":
-		return networking.EnvoyFilter_GATEWAY, nil
+		return Kind{}, nil
 	case "sidecar":
-		return 0, fmt.Errorf("the proxy is a sidecar: diff --proxy predicts gateways only (a sidecar's listeners are patched in two contexts, inbound and outbound, that its config dump does not tell apart exactly)")
+		return Kind{Sidecar: true}, nil
 	default:
-		return 0, fmt.Errorf("the proxy is of type %q: diff --proxy predicts gateways only", typ)
+		return Kind{}, fmt.Errorf("the proxy is of type %q: diff --proxy predicts gateways and sidecars", typ)
 	}
 }
 
 // Predict takes globalconfig's live patches off the proxy's current
 // config and applies the desired ones.
 func Predict(in Input) (*Prediction, error) {
-	pctx, err := Context(in.Proxy.Type)
+	kind, err := KindOf(in.Proxy.Type)
 	if err != nil {
 		return nil, err
 	}
@@ -214,17 +214,17 @@ func Predict(in Input) (*Prediction, error) {
 	if err != nil {
 		return nil, fmt.Errorf("other EnvoyFilters: %w", err)
 	}
-	p := &Prediction{Proxy: in.Proxy, Context: pctx, Before: in.Current}
+	p := &Prediction{Proxy: in.Proxy, Kind: kind, Before: in.Current}
 	p.Notes = append(append(append(append(p.Notes, in.Notes...), notesL...), notesD...), notesO...)
 	p.Changed = changed(live, desired)
 
 	base := in.Current.clone()
-	p.Inexact = undo(base, pctx, in.Proxy.Ports, live, desired, others)
+	p.Inexact = undo(base, kind, in.Proxy.Ports, live, desired, others)
 	p.Inexact = append(p.Inexact, insertOrder(p.Changed, live, desired, others)...)
 	// The new set applied on the base, which keeps the other
 	// EnvoyFilters' patches; undo reported where they and globalconfig's
 	// set the same fields.
-	after, err := Apply(base, pctx, in.Proxy.Ports, desired)
+	after, err := Apply(base, kind, in.Proxy.Ports, desired)
 	if err != nil {
 		return nil, err
 	}

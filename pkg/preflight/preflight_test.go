@@ -109,7 +109,7 @@ func TestUndoThenApply(t *testing.T) {
 		insertBuffer(t, "requestBody", 1024),
 		mergeHCM(t, "downstream", &hcmv3.HttpConnectionManager{StreamIdleTimeout: durationpb.New(60 * time.Second), AccessLog: accessLog(t)}),
 	}
-	current, err := Apply(base, networking.EnvoyFilter_GATEWAY, nil, live)
+	current, err := Apply(base, Kind{}, nil, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +131,12 @@ func TestUndoThenApply(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := current.clone()
-			holes := undo(got, networking.EnvoyFilter_GATEWAY, nil, live, c.next, nil)
-			got, err := Apply(got, networking.EnvoyFilter_GATEWAY, nil, c.next)
+			holes := undo(got, Kind{}, nil, live, c.next, nil)
+			got, err := Apply(got, Kind{}, nil, c.next)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := Apply(base, networking.EnvoyFilter_GATEWAY, nil, c.next)
+			want, err := Apply(base, Kind{}, nil, c.next)
 			if err != nil {
 				t.Fatal(err)
 			}

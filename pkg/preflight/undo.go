@@ -22,8 +22,8 @@ import (
 // before the merge, which the current config hides, so it is reported
 // unless a patch of next (the new set) sets the field again, which makes
 // the old value irrelevant.
-func undo(c *Config, pctx networking.EnvoyFilter_PatchContext, ports PortMap, live, next, others []Patch) []string {
-	u := &undoer{pctx: pctx, ports: ports}
+func undo(c *Config, k Kind, ports PortMap, live, next, others []Patch) []string {
+	u := &undoer{k: k, ports: ports}
 	var undoable []Patch
 	for _, p := range live {
 		switch {
@@ -72,7 +72,7 @@ func undo(c *Config, pctx networking.EnvoyFilter_PatchContext, ports PortMap, li
 }
 
 type undoer struct {
-	pctx               networking.EnvoyFilter_PatchContext
+	k                  Kind
 	ports              PortMap
 	live, next, others byApplyTo
 	holes              []string
@@ -113,7 +113,18 @@ func matching(ps []Patch, merge bool, f func(Patch) bool) []Patch {
 }
 
 func (u *undoer) listener(l *listenerv3.Listener) {
-	lm := func(p Patch) bool { return p.contextMatches(u.pctx) && listenerMatch(l, p) }
+	pctx := u.k.listener(l)
+	if pctx == networking.EnvoyFilter_SIDECAR_INBOUND {
+		// Its inline route configurations, patched when istiod built them.
+		_ = eachHCM(l, func(hcm *hcmv3.HttpConnectionManager) bool {
+			if rc := hcm.GetRouteConfig(); rc != nil {
+				u.route(rc)
+				return true
+			}
+			return false
+		})
+	}
+	lm := func(p Patch) bool { return p.contextMatches(pctx) && listenerMatch(l, p) }
 	// Added filter chains come after everything merged into the listener.
 	for _, p := range matching(u.live[networking.EnvoyFilter_FILTER_CHAIN], false, lm) {
 		if p.op() == networking.EnvoyFilter_Patch_ADD {
@@ -193,7 +204,8 @@ func (u *undoer) listener(l *listenerv3.Listener) {
 }
 
 func (u *undoer) route(rc *routev3.RouteConfiguration) {
-	rm := func(p Patch) bool { return p.contextMatches(u.pctx) && routeMatch(u.pctx, u.ports, rc, p) }
+	pctx := u.k.route(rc)
+	rm := func(p Patch) bool { return p.contextMatches(pctx) && routeMatch(pctx, u.ports, rc, p) }
 	// Added virtual hosts come after everything merged into the route
 	// configuration.
 	for _, p := range matching(u.live[networking.EnvoyFilter_VIRTUAL_HOST], false, rm) {
@@ -209,7 +221,8 @@ func (u *undoer) route(rc *routev3.RouteConfiguration) {
 }
 
 func (u *undoer) cluster(cl *clusterv3.Cluster) {
-	cm := func(p Patch) bool { return p.contextMatches(u.pctx) && clusterMatch(cl, p) }
+	pctx := u.k.cluster(cl)
+	cm := func(p Patch) bool { return p.contextMatches(pctx) && clusterMatch(cl, p) }
 	var lv, nv []protoreflect.Message
 	for _, p := range matching(u.live[networking.EnvoyFilter_CLUSTER], true, cm) {
 		if p.Value.(*clusterv3.Cluster).GetTransportSocket() != nil {

@@ -124,6 +124,10 @@ func Bootstrap(c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 			chains = append(chains, l.DefaultFilterChain)
 		}
 		for _, fc := range chains {
+			if ts := fc.GetTransportSocket(); opaque(ts.GetTypedConfig()) {
+				removed = append(removed, fmt.Sprintf("listener %s: transport socket %s (the chain is checked as plaintext)", l.GetName(), ts.GetName()))
+				fc.TransportSocket = nil
+			}
 			fc.Filters = slices.DeleteFunc(fc.Filters, func(f *listenerv3.Filter) bool {
 				if opaque(f.GetTypedConfig()) {
 					removed = append(removed, fmt.Sprintf("listener %s: network filter %s", l.GetName(), f.GetName()))
@@ -164,6 +168,17 @@ func Bootstrap(c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 	}
 	clusters := slices.Clone(c.Clusters)
 	for _, cl := range clusters {
+		if ts := cl.GetTransportSocket(); opaque(ts.GetTypedConfig()) {
+			removed = append(removed, fmt.Sprintf("cluster %s: transport socket %s (checked as plaintext)", cl.GetName(), ts.GetName()))
+			cl.TransportSocket = nil
+		}
+		cl.TransportSocketMatches = slices.DeleteFunc(cl.TransportSocketMatches, func(m *clusterv3.Cluster_TransportSocketMatch) bool {
+			if opaque(m.GetTransportSocket().GetTypedConfig()) {
+				removed = append(removed, fmt.Sprintf("cluster %s: transport socket match %s", cl.GetName(), m.GetName()))
+				return true
+			}
+			return false
+		})
 		cl.Filters = slices.DeleteFunc(cl.Filters, func(f *clusterv3.Filter) bool {
 			if opaque(f.GetTypedConfig()) {
 				removed = append(removed, fmt.Sprintf("cluster %s: filter %s", cl.GetName(), f.GetName()))
