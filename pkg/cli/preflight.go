@@ -193,7 +193,7 @@ func (r preflightReport) write(w io.Writer) error {
 	}
 	if v := r.Envoy; v != nil {
 		if len(v.Removed) > 0 {
-			fmt.Fprintf(&b, "envoy %s: taken out for upstream Envoy (Istio's own extensions): %s\n", v.Envoy, strings.Join(v.Removed, "; "))
+			fmt.Fprintf(&b, "envoy %s: taken out for upstream Envoy (Istio's own extensions): %s\n", v.Envoy, summarize(v.Removed))
 		}
 		switch {
 		case v.Rejected == "":
@@ -211,6 +211,38 @@ func (r preflightReport) write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// summarize counts "WHERE: WHAT" entries by WHAT: "HTTP filter
+// istio.alpn (2 listeners)", in order of first appearance.
+func summarize(entries []string) string {
+	var order []string
+	where := map[string]map[string]bool{}
+	for _, e := range entries {
+		at, what, ok := strings.Cut(e, ": ")
+		if !ok {
+			at, what = "", e
+		}
+		if where[what] == nil {
+			where[what] = map[string]bool{}
+			order = append(order, what)
+		}
+		where[what][at] = true
+	}
+	parts := make([]string, 0, len(order))
+	for _, what := range order {
+		n := len(where[what])
+		kind := "listener"
+		for at := range where[what] {
+			kind, _, _ = strings.Cut(at, " ")
+		}
+		if n == 1 {
+			parts = append(parts, fmt.Sprintf("%s (1 %s)", what, kind))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s (%d %ss)", what, n, kind))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // proxyOfDump reads the proxy's identity from the dump's bootstrap node.

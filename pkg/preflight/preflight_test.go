@@ -235,7 +235,7 @@ func TestBootstrapForUpstreamEnvoy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, removed, err := Bootstrap(c)
+	bs, removed, err := Bootstrap(Kind{}, c)
 	if err != nil {
 		t.Fatal(err)
 	}

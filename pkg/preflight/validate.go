@@ -45,7 +45,7 @@ type Verdict struct {
 // Envoy rejects.
 func Validate(ctx context.Context, bin *envoybin.Binary, p *Prediction, redo func(item string) (*Prediction, error)) (*Verdict, error) {
 	v := &Verdict{Envoy: bin.Version}
-	msg, removed, err := load(ctx, bin, p.After)
+	msg, removed, err := load(ctx, bin, p.Kind, p.After)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func Validate(ctx context.Context, bin *envoybin.Binary, p *Prediction, redo fun
 		return v, nil
 	}
 	v.Rejected = msg
-	if v.BaseRejected, _, err = load(ctx, bin, p.Before); err != nil {
+	if v.BaseRejected, _, err = load(ctx, bin, p.Kind, p.Before); err != nil {
 		return nil, err
 	}
 	if v.BaseRejected != "" || redo == nil {
@@ -65,7 +65,7 @@ func Validate(ctx context.Context, bin *envoybin.Binary, p *Prediction, redo fun
 		if err != nil {
 			return nil, err
 		}
-		m, _, err := load(ctx, bin, one.After)
+		m, _, err := load(ctx, bin, one.Kind, one.After)
 		if err != nil {
 			return nil, err
 		}
@@ -77,8 +77,8 @@ func Validate(ctx context.Context, bin *envoybin.Binary, p *Prediction, redo fun
 }
 
 // load validates c: "" when Envoy accepts it, else Envoy's message.
-func load(ctx context.Context, bin *envoybin.Binary, c *Config) (string, []string, error) {
-	bs, removed, err := Bootstrap(c)
+func load(ctx context.Context, bin *envoybin.Binary, k Kind, c *Config) (string, []string, error) {
+	bs, removed, err := Bootstrap(k, c)
 	if err != nil {
 		return "", nil, err
 	}
@@ -103,7 +103,7 @@ func load(ctx context.Context, bin *envoybin.Binary, c *Config) (string, []strin
 // stand-ins for the bootstrap clusters istio-proxy has (xds-grpc for ADS,
 // sds-grpc for secrets) when the dump does not carry them. Istio's own
 // extensions are taken out, and listed.
-func Bootstrap(c *Config) (*bootstrapv3.Bootstrap, []string, error) {
+func Bootstrap(k Kind, c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 	c = c.clone()
 	var removed []string
 	opaque := func(a *anypb.Any) bool { return a != nil && isIstioType(a.GetTypeUrl(), c.Opaque) }
@@ -203,7 +203,7 @@ func Bootstrap(c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 		}
 	}
 	bs := &bootstrapv3.Bootstrap{
-		Node: &corev3.Node{Id: "router~127.0.0.1~preflight.globalconfig~cluster.local", Cluster: "preflight"},
+		Node: &corev3.Node{Id: nodeType(k) + "~127.0.0.1~preflight.globalconfig~cluster.local", Cluster: "preflight"},
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
 			Listeners: c.Listeners,
 			Clusters:  clusters,
@@ -222,6 +222,15 @@ func Bootstrap(c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 		bs.Node = proto.Clone(c.Node).(*corev3.Node)
 	}
 	return bs, removed, nil
+}
+
+// nodeType is istiod's node type of a proxy of kind k, for the stand-in
+// node of a dump that names none.
+func nodeType(k Kind) string {
+	if k.Sidecar {
+		return "sidecar"
+	}
+	return "router"
 }
 
 // grpcStandIn is a static HTTP/2 cluster of name on loopback: validate

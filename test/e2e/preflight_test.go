@@ -18,12 +18,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/preflight"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
+	"github.com/globalconfig/globalconfig/test/xds"
 )
 
 // sidecarName is the test sidecar as istiod names it: POD.NAMESPACE.
@@ -221,4 +223,42 @@ func tryObjects(doc string) ([]*envoyfilter.Object, error) {
 		return nil, err
 	}
 	return render.Desired(d)
+}
+
+// diff --proxy --envoy on proxies of a stock istiod, whose configuration
+// carries Istio's own extensions (istio.alpn, istio.metadata_exchange,
+// istio.stats), which upstream Envoy lacks: they are taken out and listed,
+// and the real Envoy accepts what remains, for the sidecar and the gateway.
+func TestPreflightEnvoyStockIstiod(t *testing.T) {
+	ctx := setup(t)
+	bin, err := harness.EnvoyBinary(ctx, harness.EnvEnvoy, harness.EnvEnvoyVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clearManaged(ctx, t, 9500)
+	file := filepath.Join(t.TempDir(), "contexts.yaml")
+	if err := os.WriteFile(file, []byte(contextsDoc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, proxy := range []string{sidecarName(), strings.Split(xds.GatewayNode().GetId(), "~")[2]} {
+		var out, errs bytes.Buffer
+		code := cli.Main([]string{"diff", "-f", file, "--kubeconfig", cluster.AdminKubeconfig, "--proxy", proxy,
+			"--istiod-debug-url", "http://" + istiod.HTTPAddr, "--envoy", bin.Path}, cli.Env{Stdout: &out, Stderr: &errs})
+		if code != cli.ExitChanged || !strings.Contains(out.String(), "accepts the predicted configuration") {
+			t.Errorf("%s: exit %d\n%s\n%s", proxy, code, out.String(), errs.String())
+		}
+		if !strings.Contains(out.String(), "taken out for upstream Envoy (Istio's own extensions): ") {
+			t.Errorf("%s: nothing of Istio's own was taken out:\n%s", proxy, out.String())
+		}
+		t.Logf("%s: %s", proxy, lastLine(out.String(), "taken out"))
+	}
+}
+
+func lastLine(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
