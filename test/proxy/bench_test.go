@@ -300,7 +300,7 @@ func BenchmarkPreflight(b *testing.B) {
 	if out == "" {
 		return
 	}
-	body := "## Preflight (`diff --proxy`)\n\nBenchmarkPreflight (test/proxy). Each run is the whole command in-process: the EnvoyFilter list from the API server, " +
+	body := "## Preflight (`diff --proxy`)\n\nBenchmarkPreflight (test/proxy). Each run is the whole command in-process: the EnvoyFilters, Gateways and Services from the API server, " +
 		"istiod's adsz, syncz and config dump of the gateway, the prediction, the unified diff and its printing; the rows without `--envoy` are the preflight excluding Envoy's own start. " +
 		"With `--envoy`, the real Envoy loads the predicted configuration in validate mode once (an accepted change runs it once).\n\n- " + harness.RunStamp() + "\n\n" + table
 	if err := harness.WriteReportSection(out, harness.BenchReportTitle, "preflight", body); err != nil {
