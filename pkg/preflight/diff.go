@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -141,4 +142,21 @@ func (p *Prediction) Changes() ([]Change, error) {
 		out = append(out, ch)
 	}
 	return out, nil
+}
+
+// Canonical is c as one text: every listener, route configuration and
+// cluster as JSON with typed configs unpacked, sorted by kind and name.
+// Two configs are equal as protos exactly when their canonical texts are.
+func (c *Config) Canonical() (string, error) {
+	rs := c.resources()
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		js, err := c.json(r.msg)
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", r.kind, r.name, err)
+		}
+		parts = append(parts, r.kind+" "+r.name+"\n"+js)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ""), nil
 }

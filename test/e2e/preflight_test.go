@@ -3,18 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -23,7 +17,6 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/preflight"
 	"github.com/globalconfig/globalconfig/pkg/render"
-	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
@@ -34,12 +27,7 @@ func sidecarName() string { return "workload-0." + routeBackend.namespace }
 // predictSidecar is diff --proxy's prediction for the test sidecar.
 func predictSidecar(ctx context.Context, t *testing.T, objs []*envoyfilter.Object) *preflight.Prediction {
 	t.Helper()
-	cur, px := sidecarConfig(ctx, t)
-	in, err := preflight.LiveInput(ctx, cluster.Admin, cluster.Istio, cur, px, ns, preflight.FromObjects(objs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := preflight.Predict(in)
+	p, err := cluster.Predict(ctx, istiod, sidecarName(), objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,55 +36,30 @@ func predictSidecar(ctx context.Context, t *testing.T, objs []*envoyfilter.Objec
 
 func sidecarConfig(ctx context.Context, t *testing.T) (*preflight.Config, preflight.Proxy) {
 	t.Helper()
-	cfg, px, err := preflight.Fetch(ctx, &rollout.Client{HTTP: &http.Client{}}, []string{"http://" + istiod.HTTPAddr}, sidecarName())
+	cfg, px, err := istiod.ProxyConfig(ctx, sidecarName())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg, px
 }
 
-// canonicalConfig is c as one text, resources sorted by kind and name,
-// typed configs unpacked: equal texts are equal protos.
-func canonicalConfig(t *testing.T, c *preflight.Config) string {
+// canonicalConfig is c's canonical text (preflight.Config.Canonical): equal texts
+// are equal protos.
+func canonicalConfig(t testing.TB, c *preflight.Config) string {
 	t.Helper()
-	var parts []string
-	add := func(kind, name string, m proto.Message) {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if err := json.Indent(&out, b, "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, kind+" "+name+"\n"+out.String()+"\n")
+	s, err := c.Canonical()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range c.Listeners {
-		add("listener", l.GetName(), l)
-	}
-	for _, r := range c.Routes {
-		add("route", r.GetName(), r)
-	}
-	for _, cl := range c.Clusters {
-		add("cluster", cl.GetName(), cl)
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "")
+	return s
 }
 
 // clearManaged deletes globalconfig's EnvoyFilters and waits until istiod
 // has processed it.
 func clearManaged(ctx context.Context, t *testing.T, n int) {
 	t.Helper()
-	list, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters("").List(ctx, metav1.ListOptions{
-		LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
-	if err != nil {
+	if err := cluster.PruneManaged(ctx); err != nil {
 		t.Fatal(err)
-	}
-	for _, ef := range list.Items {
-		if err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ef.Namespace).Delete(ctx, ef.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	sentinel(ctx, t, n)
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,25 @@ func (c *Cluster) Apply(ctx context.Context, o *envoyfilter.Object) error {
 	}
 	if out, err := c.Kubectl(ctx, y, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("kubectl apply %s: %w: %s", o.Metadata.Name, err, out)
+	}
+	return nil
+}
+
+// PruneManaged deletes globalconfig's EnvoyFilters in every namespace,
+// but those in keep (NAMESPACE/NAME).
+func (c *Cluster) PruneManaged(ctx context.Context, keep ...string) error {
+	list, err := c.Istio.NetworkingV1alpha3().EnvoyFilters("").List(ctx, metav1.ListOptions{
+		LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
+	if err != nil {
+		return err
+	}
+	for _, ef := range list.Items {
+		if slices.Contains(keep, ef.Namespace+"/"+ef.Name) {
+			continue
+		}
+		if err := c.Istio.NetworkingV1alpha3().EnvoyFilters(ef.Namespace).Delete(ctx, ef.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/document"
@@ -158,20 +157,12 @@ func mustACK(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) {
 // prune deletes globalconfig's EnvoyFilters that are not in keep.
 func prune(ctx context.Context, t testing.TB, keep []*envoyfilter.Object) {
 	t.Helper()
-	list, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters("").List(ctx, metav1.ListOptions{
-		LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
-	if err != nil {
-		t.Fatal(err)
+	names := make([]string, 0, len(keep))
+	for _, o := range keep {
+		names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
 	}
-	for _, ef := range list.Items {
-		if slices.ContainsFunc(keep, func(o *envoyfilter.Object) bool {
-			return o.Metadata.Name == ef.Name && o.Metadata.Namespace == ef.Namespace
-		}) {
-			continue
-		}
-		if err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ef.Namespace).Delete(ctx, ef.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := cluster.PruneManaged(ctx, names...); err != nil {
+		t.Fatal(err)
 	}
 }
 

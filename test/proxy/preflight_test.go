@@ -4,21 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/preflight"
-	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -30,7 +25,7 @@ func istiodURL() string { return "http://" + istiod.HTTPAddr }
 // fetchNow is the configuration istiod generates for g now.
 func fetchNow(ctx context.Context, t testing.TB, g *gw) (*preflight.Config, preflight.Proxy) {
 	t.Helper()
-	cfg, px, err := preflight.Fetch(ctx, &rollout.Client{HTTP: &http.Client{}}, []string{istiodURL()}, g.proxyName())
+	cfg, px, err := istiod.ProxyConfig(ctx, g.proxyName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,46 +35,22 @@ func fetchNow(ctx context.Context, t testing.TB, g *gw) (*preflight.Config, pref
 // predict is diff --proxy's prediction for g under objs.
 func predict(ctx context.Context, t testing.TB, g *gw, objs []*envoyfilter.Object) *preflight.Prediction {
 	t.Helper()
-	cur, px := fetchNow(ctx, t, g)
-	in, err := preflight.LiveInput(ctx, cluster.Admin, cluster.Istio, cur, px, ns, preflight.FromObjects(objs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := preflight.Predict(in)
+	p, err := cluster.Predict(ctx, istiod, g.proxyName(), objs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// canonical is a config as one text: every resource's JSON with typed
-// configs unpacked, by kind and name. Two configs are equal as protos
-// exactly when their canonical texts are.
+// canonical is c's canonical text (preflight.Config.Canonical): equal texts
+// are equal protos.
 func canonical(t testing.TB, c *preflight.Config) string {
 	t.Helper()
-	var parts []string
-	add := func(kind, name string, m proto.Message) {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if err := json.Indent(&out, b, "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, kind+" "+name+"\n"+out.String()+"\n")
+	s, err := c.Canonical()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range c.Listeners {
-		add("listener", l.GetName(), l)
-	}
-	for _, r := range c.Routes {
-		add("route", r.GetName(), r)
-	}
-	for _, cl := range c.Clusters {
-		add("cluster", cl.GetName(), cl)
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "")
+	return s
 }
 
 // applySet makes objs the whole of globalconfig's EnvoyFilters, without
