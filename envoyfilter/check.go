@@ -50,13 +50,14 @@ func FromStruct(applyTo networking.EnvoyFilter_ApplyTo, s *structpb.Struct) (pro
 		return nil, fmt.Errorf("encode value: %w", err)
 	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, m); err != nil {
-		return nil, fmt.Errorf("value is not a valid %s: %s", m.ProtoReflect().Descriptor().FullName(), protojsonDetail(err))
+		return nil, fmt.Errorf("value is not a valid %s: %s", m.ProtoReflect().Descriptor().FullName(), ProtojsonDetail(err))
 	}
 	return m, nil
 }
 
-// protojsonDetail strips protojson's package prefix from its messages.
-func protojsonDetail(err error) string {
+// ProtojsonDetail is a protojson error without its package prefix and
+// with its non-breaking spaces made plain, for messages people read.
+func ProtojsonDetail(err error) string {
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "proto:")
 	return strings.TrimSpace(strings.ReplaceAll(msg, "\u00a0", " "))

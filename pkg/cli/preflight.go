@@ -92,11 +92,7 @@ func preflightDiff(ctx context.Context, pf *preflightFlags, format string, desir
 	}
 	var verdict *preflight.Verdict
 	if bin != nil {
-		verdict, err = preflight.Validate(ctx, bin, pred, func(item string) (*preflight.Prediction, error) {
-			one := in
-			one.Desired = onlyItemChanged(in.Live, in.Desired, item)
-			return preflight.Predict(one)
-		})
+		verdict, err = preflight.Validate(ctx, bin, in, pred)
 		if err != nil {
 			return fail(ExitIO, "--envoy: %v", err)
 		}
@@ -120,23 +116,6 @@ func preflightDiff(ctx context.Context, pf *preflightFlags, format string, desir
 		return ExitChanged
 	}
 	return ExitOK
-}
-
-// onlyItemChanged is the live set with item's EnvoyFilter as in desired:
-// the change of that item alone.
-func onlyItemChanged(live, desired []preflight.Filter, item string) []preflight.Filter {
-	var out []preflight.Filter
-	for _, f := range live {
-		if f.Item != item {
-			out = append(out, f)
-		}
-	}
-	for _, f := range desired {
-		if f.Item == item {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // preflightReport is diff --proxy's output.

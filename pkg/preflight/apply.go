@@ -53,6 +53,25 @@ func (g *patchSet) mismatch(p Patch, where string, err error) {
 	g.aborted = append(g.aborted, fmt.Sprintf("%s: its %s MERGE into %s fails in istiod (%v), which then stops applying EnvoyFilters to the proxy's %s: not predicted", p.Item, p.CP.GetApplyTo(), where, err, kindOf(p.CP.GetApplyTo())))
 }
 
+// mergeFilter is istiod's MERGE of a network or HTTP filter (name, cfg)
+// with the patch's (userName, userCfg): a name in the patch renames the
+// filter, and the typed configs are merged by value; where that merge
+// fails, istiod keeps the filter's config, and the failure is reported.
+func (g *patchSet) mergeFilter(p Patch, where, name string, cfg *anypb.Any, userName string, userCfg *anypb.Any) (string, *anypb.Any) {
+	if userName != "" {
+		name = userName
+	}
+	if userCfg == nil {
+		return name, cfg
+	}
+	merged, err := mergeAnys(cfg, userCfg)
+	if err != nil {
+		g.mismatch(p, where, err)
+		return name, cfg
+	}
+	return name, merged
+}
+
 func kindOf(a networking.EnvoyFilter_ApplyTo) string {
 	if a == networking.EnvoyFilter_CLUSTER {
 		return "clusters"
@@ -165,19 +184,7 @@ func Apply(c *Config, k Kind, ports PortMap, ps []Patch) (*Config, error) {
 			return nil, err
 		}
 	}
-	for _, pctx := range k.Contexts() {
-		for _, p := range g.by[networking.EnvoyFilter_LISTENER] {
-			if p.op() != networking.EnvoyFilter_Patch_ADD {
-				continue
-			}
-			if p.CP.GetMatch().GetContext() == networking.EnvoyFilter_ANY && pctx != networking.EnvoyFilter_SIDECAR_OUTBOUND && pctx != networking.EnvoyFilter_GATEWAY {
-				continue
-			}
-			if p.contextMatches(pctx) {
-				out.Listeners = append(out.Listeners, proto.Clone(p.Value).(*listenerv3.Listener))
-			}
-		}
-	}
+	out.Listeners = append(out.Listeners, addedBy[*listenerv3.Listener](k, g.by[networking.EnvoyFilter_LISTENER])...)
 	out.Listeners = slices.DeleteFunc(out.Listeners, func(l *listenerv3.Listener) bool { return l.GetName() == "" })
 
 	for i, rc := range out.Routes {
@@ -190,8 +197,18 @@ func Apply(c *Config, k Kind, ports PortMap, ps []Patch) (*Config, error) {
 			clusters = append(clusters, cl)
 		}
 	}
+	out.Clusters = append(clusters, addedBy[*clusterv3.Cluster](k, g.by[networking.EnvoyFilter_CLUSTER])...)
+	out.aborted = g.aborted
+	return out, nil
+}
+
+// addedBy are the listeners or clusters the ADD patches of ps add to a
+// proxy of kind k, per context in istiod's order; an ADD in context ANY
+// adds once, with the outbound (or gateway) ones.
+func addedBy[T proto.Message](k Kind, ps []Patch) []T {
+	var out []T
 	for _, pctx := range k.Contexts() {
-		for _, p := range g.by[networking.EnvoyFilter_CLUSTER] {
+		for _, p := range ps {
 			if p.op() != networking.EnvoyFilter_Patch_ADD {
 				continue
 			}
@@ -199,13 +216,11 @@ func Apply(c *Config, k Kind, ports PortMap, ps []Patch) (*Config, error) {
 				continue
 			}
 			if p.contextMatches(pctx) {
-				clusters = append(clusters, proto.Clone(p.Value).(*clusterv3.Cluster))
+				out = append(out, proto.Clone(p.Value).(T))
 			}
 		}
 	}
-	out.Clusters = clusters
-	out.aborted = g.aborted
-	return out, nil
+	return out
 }
 
 // patchInlineRoutes patches the route configurations inline in l's
@@ -481,22 +496,9 @@ func patchNetworkFilter(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l
 			continue
 		}
 		user := p.Value.(*listenerv3.Filter)
-		name := f.GetName()
-		if user.GetName() != "" {
-			name = user.GetName()
-		}
-		var merged *anypb.Any
-		if user.GetTypedConfig() != nil {
-			var err error
-			if merged, err = mergeAnys(f.GetTypedConfig(), user.GetTypedConfig()); err != nil {
-				g.mismatch(p, "network filter "+f.GetName()+" of listener "+l.GetName(), err)
-				merged = f.GetTypedConfig()
-			}
-		}
-		f.Name = name
-		if merged != nil {
-			f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: merged}
-		}
+		var cfg *anypb.Any
+		f.Name, cfg = g.mergeFilter(p, "network filter "+f.GetName()+" of listener "+l.GetName(), f.GetName(), f.GetTypedConfig(), user.GetName(), user.GetTypedConfig())
+		f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: cfg}
 	}
 	if f.GetName() == "envoy.filters.network.http_connection_manager" {
 		return patchHTTPFilters(pctx, g, l, fc, f)
@@ -534,22 +536,9 @@ func patchHTTPFilters(pctx networking.EnvoyFilter_PatchContext, g *patchSet, l *
 				continue
 			}
 			user := p.Value.(*hcmv3.HttpFilter)
-			name := h.GetName()
-			if user.GetName() != "" {
-				name = user.GetName()
-			}
-			var merged *anypb.Any
-			if user.GetTypedConfig() != nil {
-				var err error
-				if merged, err = mergeAnys(h.GetTypedConfig(), user.GetTypedConfig()); err != nil {
-					g.mismatch(p, "HTTP filter "+h.GetName()+" of listener "+l.GetName(), err)
-					merged = h.GetTypedConfig()
-				}
-			}
-			h.Name = name
-			if merged != nil {
-				h.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: merged}
-			}
+			var cfg *anypb.Any
+			h.Name, cfg = g.mergeFilter(p, "HTTP filter "+h.GetName()+" of listener "+l.GetName(), h.GetName(), h.GetTypedConfig(), user.GetName(), user.GetTypedConfig())
+			h.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: cfg}
 		}
 	}
 	if f.GetTypedConfig() != nil {

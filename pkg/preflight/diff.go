@@ -43,7 +43,7 @@ func (c *Config) resources() []resource {
 	return out
 }
 
-// JSON is the resource as indented JSON, typed configs expanded.
+// json is m as indented JSON, typed configs expanded.
 func (c *Config) json(m proto.Message) (string, error) {
 	r := c.res
 	if r == nil {

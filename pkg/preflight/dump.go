@@ -27,6 +27,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
 )
 
 // Config is the part of a proxy's configuration EnvoyFilters patch: its
@@ -38,7 +40,7 @@ type Config struct {
 	// Node is the proxy's identity when the dump carries its bootstrap
 	// (an Envoy's own /config_dump); istiod's dump has none.
 	Node *corev3.Node
-	// Bootstrap holds the static clusters of an Envoy's own dump (istiod's
+	// StaticClusters are the bootstrap's clusters in an Envoy's own dump (istiod's
 	// xds-grpc, sds-grpc, ...), which the dynamic resources may name.
 	StaticClusters []*clusterv3.Cluster
 	// Opaque are the typed-config types this build does not know (Istio's
@@ -257,33 +259,30 @@ func (r *resolver) opaqueTypes() []string {
 }
 
 // unmarshal decodes strictly; the fields of private types, and then any
-// field this build does not know, are dropped and reported.
+// field this build does not know, are dropped, and the second reported.
 func (r *resolver) unmarshal(b []byte, m proto.Message) (dropped string, err error) {
 	strict := protojson.UnmarshalOptions{Resolver: r}
-	if err := strict.Unmarshal(b, m); err == nil {
+	strictErr := strict.Unmarshal(b, m)
+	if strictErr == nil {
 		return "", nil
 	}
-	// A private type's fields are unknown to its stand-in; drop them, and
-	// decode strictly once more to tell whether a known type lost a field.
 	proto.Reset(m)
 	if err := (protojson.UnmarshalOptions{Resolver: r, DiscardUnknown: true}).Unmarshal(b, m); err != nil {
 		return "", err
 	}
+	// A private type's fields are unknown to its stand-in (the strict
+	// decode above met them): without them, a strict decode tells whether
+	// a known type lost a field too.
 	if len(r.opaque) > 0 {
-		filtered, ferr := withoutOpaque(b, r)
-		if ferr == nil {
-			probe := m.ProtoReflect().New().Interface()
-			if err := strict.Unmarshal(filtered, probe); err != nil {
-				return strings.TrimSpace(strings.ReplaceAll(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0", " ")), nil
-			}
+		filtered, err := withoutOpaque(b, r)
+		if err != nil {
+			return "", err
+		}
+		if strictErr = strict.Unmarshal(filtered, m.ProtoReflect().New().Interface()); strictErr == nil {
 			return "", nil
 		}
 	}
-	probe := m.ProtoReflect().New().Interface()
-	if err := strict.Unmarshal(b, probe); err != nil {
-		return strings.TrimSpace(strings.ReplaceAll(strings.TrimPrefix(err.Error(), "proto:"), "\u00a0", " ")), nil
-	}
-	return "", nil
+	return envoyfilter.ProtojsonDetail(strictErr), nil
 }
 
 // withoutOpaque is the JSON with the fields of every object whose "@type"

@@ -92,7 +92,10 @@ func removeEqual[E proto.Message](u *undoer, s []E, p Patch, what, where string)
 			return slices.Delete(s, i, i+1)
 		}
 	}
-	u.holef("%s: the %s it inserted %s is not in the current config as inserted", p.Item, what, where)
+	if where != "" {
+		what += " " + where
+	}
+	u.holef("%s: the %s it inserted is not in the current config as inserted", p.Item, what)
 	return s
 }
 

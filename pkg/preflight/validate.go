@@ -39,11 +39,10 @@ type Verdict struct {
 	Removed []string `json:"removed,omitempty"`
 }
 
-// Validate loads the predicted config into bin in validate mode; when
-// Envoy rejects it, it loads the current config, and each changed item's
-// change alone (redo predicts with only that item changed), to name what
-// Envoy rejects.
-func Validate(ctx context.Context, bin *envoybin.Binary, p *Prediction, redo func(item string) (*Prediction, error)) (*Verdict, error) {
+// Validate loads p, the prediction of in, into bin in validate mode; when
+// Envoy rejects it, it loads the current config, and the prediction of
+// each changed item's change alone, to name what Envoy rejects.
+func Validate(ctx context.Context, bin *envoybin.Binary, in Input, p *Prediction) (*Verdict, error) {
 	v := &Verdict{Envoy: bin.Version}
 	msg, removed, err := load(ctx, bin, p.Kind, p.After)
 	if err != nil {
@@ -57,11 +56,13 @@ func Validate(ctx context.Context, bin *envoybin.Binary, p *Prediction, redo fun
 	if v.BaseRejected, _, err = load(ctx, bin, p.Kind, p.Before); err != nil {
 		return nil, err
 	}
-	if v.BaseRejected != "" || redo == nil {
+	if v.BaseRejected != "" {
 		return v, nil
 	}
 	for _, item := range p.Changed {
-		one, err := redo(item)
+		alone := in
+		alone.Desired = onlyItemChanged(in.Live, in.Desired, item)
+		one, err := Predict(alone)
 		if err != nil {
 			return nil, err
 		}
@@ -74,6 +75,23 @@ func Validate(ctx context.Context, bin *envoybin.Binary, p *Prediction, redo fun
 		}
 	}
 	return v, nil
+}
+
+// onlyItemChanged is the live set with item's EnvoyFilter as in desired:
+// the change of that item alone.
+func onlyItemChanged(live, desired []Filter, item string) []Filter {
+	var out []Filter
+	for _, f := range live {
+		if f.Item != item {
+			out = append(out, f)
+		}
+	}
+	for _, f := range desired {
+		if f.Item == item {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // load validates c: "" when Envoy accepts it, else Envoy's message.
@@ -135,35 +153,27 @@ func Bootstrap(k Kind, c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 				}
 				return false
 			})
-			for _, f := range fc.Filters {
-				if f.GetName() != "envoy.filters.network.http_connection_manager" || f.GetTypedConfig() == nil {
-					continue
+		}
+		err := eachHCM(l, func(hcm *hcmv3.HttpConnectionManager) bool {
+			hcm.HttpFilters = slices.DeleteFunc(hcm.HttpFilters, func(h *hcmv3.HttpFilter) bool {
+				if opaque(h.GetTypedConfig()) {
+					removed = append(removed, fmt.Sprintf("listener %s: HTTP filter %s", l.GetName(), h.GetName()))
+					return true
 				}
-				hcm := &hcmv3.HttpConnectionManager{}
-				if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
-					return nil, nil, fmt.Errorf("listener %s: %w", l.GetName(), err)
+				return false
+			})
+			if rds := hcm.GetRds(); rds != nil {
+				rc := routes[rds.GetRouteConfigName()]
+				if rc == nil {
+					// istiod has not sent it (yet): an empty one.
+					rc = &routev3.RouteConfiguration{Name: rds.GetRouteConfigName()}
 				}
-				hcm.HttpFilters = slices.DeleteFunc(hcm.HttpFilters, func(h *hcmv3.HttpFilter) bool {
-					if opaque(h.GetTypedConfig()) {
-						removed = append(removed, fmt.Sprintf("listener %s: HTTP filter %s", l.GetName(), h.GetName()))
-						return true
-					}
-					return false
-				})
-				if rds := hcm.GetRds(); rds != nil {
-					rc := routes[rds.GetRouteConfigName()]
-					if rc == nil {
-						// istiod has not sent it (yet): an empty one.
-						rc = &routev3.RouteConfiguration{Name: rds.GetRouteConfigName()}
-					}
-					hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc}
-				}
-				a, err := anypb.New(hcm)
-				if err != nil {
-					return nil, nil, err
-				}
-				f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+				hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc}
 			}
+			return true
+		})
+		if err != nil {
+			return nil, nil, err
 		}
 	}
 	clusters := slices.Clone(c.Clusters)
