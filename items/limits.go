@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 )
@@ -87,7 +88,37 @@ type Range struct {
 	// Why, when set, ends the problem of a value out of range: why the
 	// limit is there.
 	Why string
+	// Duration says the key is a duration (Seconds or Millis) and Min and
+	// Max are seconds (see DurationRange).
+	Duration bool
 }
+
+// DurationRange is the Range of a duration key (a Seconds or a Millis):
+// from lo to hi inclusive, or from lo with no ceiling when hi is 0. A
+// floor of one nanosecond reads "greater than 0".
+func DurationRange(path string, lo, hi time.Duration) Range {
+	r := Range{Path: path, Min: lo.Seconds(), Max: math.Inf(1), Duration: true}
+	if hi > 0 {
+		r.Max = hi.Seconds()
+	}
+	return r
+}
+
+// durationOf is the duration v holds when it is a Seconds, a Millis or a
+// type embedding one.
+func durationOf(v reflect.Value) (time.Duration, bool) {
+	if v.Kind() != reflect.Struct {
+		return 0, false
+	}
+	f := v.FieldByName("Duration")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[time.Duration]() {
+		return 0, false
+	}
+	return time.Duration(f.Int()), true
+}
+
+// seconds is a Range bound in seconds as a duration.
+func seconds(f float64) time.Duration { return time.Duration(math.Round(f * float64(time.Second))) }
 
 // OneOf is the Range of a key that takes only values (an enum of
 // numbers), at least two, in increasing order.
@@ -153,12 +184,16 @@ func CheckRanges(p *Problems, it Ranger) {
 		keys := r.Keys()
 		checked := pathKey{v.Type(), r.Path}
 		if _, ok := pathsChecked.Load(checked); !ok {
-			if err := checkPath(v.Type(), keys); err != nil {
+			if err := checkPath(v.Type(), keys, r.Duration); err != nil {
 				panic(fmt.Sprintf("items: %T: Range %q: %v", it, r.Path, err))
 			}
 			pathsChecked.Store(checked, true)
 		}
 		eachValue(v, keys, "", func(path string, v reflect.Value) {
+			if r.Duration {
+				checkDuration(p, r, path, v)
+				return
+			}
 			var f float64
 			var got string // as %v writes the key's own type
 			switch {
@@ -186,6 +221,26 @@ func CheckRanges(p *Problems, it Ranger) {
 	}
 }
 
+// checkDuration records a problem at path when the duration v holds is
+// outside r.
+func checkDuration(p *Problems, r Range, path string, v reflect.Value) {
+	d, _ := durationOf(v)
+	lo, hi := seconds(r.Min), seconds(r.Max)
+	why := ""
+	if r.Why != "" {
+		why = ": " + r.Why
+	}
+	switch {
+	case d >= lo && (math.IsInf(r.Max, 1) || d <= hi):
+	case lo == time.Nanosecond && math.IsInf(r.Max, 1):
+		p.Addf(path, "must be greater than 0%s", why)
+	case math.IsInf(r.Max, 1):
+		p.Addf(path, "must be at least %s, got %s%s", lo, d, why)
+	default:
+		p.Addf(path, "must be between %s and %s, got %s%s", lo, hi, d, why)
+	}
+}
+
 // pathKey is a Range's path on an item type; pathsChecked holds those
 // checkPath found sound, so each is checked once per process.
 type pathKey struct {
@@ -199,12 +254,19 @@ var pathsChecked sync.Map
 // 2.147483647e+09).
 func number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
-// checkPath reports why keys name no numeric key of t.
-func checkPath(t reflect.Type, keys []string) error {
+// checkPath reports why keys name no numeric key of t, or no duration key
+// when duration.
+func checkPath(t reflect.Type, keys []string, duration bool) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if len(keys) == 0 {
+		if duration {
+			if _, ok := durationOf(reflect.New(t).Elem()); ok {
+				return nil
+			}
+			return fmt.Errorf("names a %s, not a duration", t)
+		}
 		switch t.Kind() {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
@@ -218,12 +280,12 @@ func checkPath(t reflect.Type, keys []string) error {
 		if t.Kind() != reflect.Slice {
 			return fmt.Errorf("[] after a %s, not a list", t)
 		}
-		return checkPath(t.Elem(), keys[1:])
+		return checkPath(t.Elem(), keys[1:], duration)
 	case k == "*":
 		if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
 			return fmt.Errorf("* after a %s, not a map", t)
 		}
-		return checkPath(t.Elem(), keys[1:])
+		return checkPath(t.Elem(), keys[1:], duration)
 	case t.Kind() != reflect.Struct:
 		return fmt.Errorf("key %q inside a %s", k, t)
 	default:
@@ -231,7 +293,7 @@ func checkPath(t reflect.Type, keys []string) error {
 		if !ok {
 			return fmt.Errorf("%s has no key %q", t, k)
 		}
-		return checkPath(t.FieldByIndex(index).Type, keys[1:])
+		return checkPath(t.FieldByIndex(index).Type, keys[1:], duration)
 	}
 }
 
@@ -323,4 +385,28 @@ func fields(t reflect.Type) []Field {
 		out = append(out, Field{Name: name, Index: sf.Index, Doc: sf.Tag.Get("doc")})
 	}
 	return out
+}
+
+// KeyType is the type of the key r names in the section type t, pointers
+// taken off: the JSON Schema reads a duration key's unit from it.
+func (r Range) KeyType(t reflect.Type) (reflect.Type, error) {
+	if err := checkPath(t, r.Keys(), r.Duration); err != nil {
+		return nil, err
+	}
+	for _, k := range r.Keys() {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch k {
+		case "[]", "*":
+			t = t.Elem()
+		default:
+			index, _ := fieldIndex(t, k)
+			t = t.FieldByIndex(index).Type
+		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t, nil
 }

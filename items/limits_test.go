@@ -1,9 +1,14 @@
 package items_test
 
 import (
+	"math"
+	"math/rand/v2"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/globalconfig/globalconfig/items"
 )
@@ -77,4 +82,61 @@ func (*misnamed) Ranges() []items.Range { return []items.Range{{Path: "enabled",
 
 func TestCheckRangesRefusesABadPath(t *testing.T) {
 	mustPanic(t, `Range "enabled"`, func() { items.CheckRanges(new(items.Problems), &misnamed{}) })
+}
+
+// intRangePattern (through DurationLimits' pattern in nanoseconds) matches
+// exactly the whole numbers in its range, for ranges of every length.
+func TestDurationLimitsPattern(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	units := []struct {
+		suffix string
+		size   time.Duration
+	}{{"ns", time.Nanosecond}, {"us", time.Microsecond}, {"µs", time.Microsecond}, {"ms", time.Millisecond}, {"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}}
+	bounds := [][2]time.Duration{
+		{time.Nanosecond, 0}, {50 * time.Millisecond, 0}, {time.Second, time.Hour}, {1500 * time.Millisecond, 90 * time.Minute},
+		{7 * time.Nanosecond, 12345 * time.Nanosecond}, {time.Minute, time.Minute},
+	}
+	for i := 0; i < 20; i++ {
+		lo := time.Duration(rng.Int64N(int64(10 * time.Second)))
+		bounds = append(bounds, [2]time.Duration{lo + 1, lo + 1 + time.Duration(rng.Int64N(int64(3*time.Hour)))})
+	}
+	for _, b := range bounds {
+		r := items.DurationRange("d", b[0], b[1])
+		l := items.DurationLimits(r, time.Second)
+		re := regexp.MustCompile(l.Pattern)
+		in := func(d time.Duration) bool { return d >= b[0] && (b[1] == 0 || d <= b[1]) }
+		check := func(s string) {
+			d, err := time.ParseDuration(s)
+			matched := re.MatchString(s)
+			if matched && (err != nil || !in(d)) {
+				t.Fatalf("%v: pattern %s takes %q (%v, %v), which validation refuses", b, l.Pattern, s, d, err)
+			}
+			if !matched && err == nil && in(d) {
+				t.Fatalf("%v: pattern %s refuses the whole %q (%v)", b, l.Pattern, s, d)
+			}
+		}
+		for _, u := range units {
+			// Around each bound, in this unit, and a spread between.
+			var ns []int64
+			for _, at := range []time.Duration{b[0], b[1]} {
+				c := int64(at / u.size)
+				for k := c - 3; k <= c+3; k++ {
+					if k >= 0 {
+						ns = append(ns, k)
+					}
+				}
+			}
+			for range 200 {
+				ns = append(ns, rng.Int64N(int64(4*time.Hour/u.size)+1))
+			}
+			for _, n := range ns {
+				s := strconv.FormatInt(n, 10) + u.suffix
+				check(s)
+				check("+0" + s)
+			}
+		}
+		if m := *l.Minimum; math.Abs(m-b[0].Seconds()) > 1e-9 {
+			t.Errorf("%v: minimum %v", b, m)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,4 +211,129 @@ func init() {
 	DeclareLimits[Millis](durationLimits(time.Millisecond))
 	DeclareLimits[Port](Limits{Minimum: ptr(MinPort), Maximum: ptr(MaxPort), Pattern: portPattern})
 	DeclareLimits[ByteSize](Limits{Minimum: ptr(0), Pattern: byteSizePattern()})
+}
+
+// durationUnits are the units of the duration types' bare integers.
+var durationUnits = map[reflect.Type]time.Duration{
+	reflect.TypeFor[Seconds](): time.Second,
+	reflect.TypeFor[Millis]():  time.Millisecond,
+}
+
+// DurationUnit is the unit of t's bare integers when t is a duration type
+// (Seconds, Millis).
+func DurationUnit(t reflect.Type) (time.Duration, bool) {
+	u, ok := durationUnits[t]
+	return u, ok
+}
+
+// DurationLimits are the Limits the JSON Schema gives a duration key with
+// the Range r (a DurationRange) whose bare integers are in unit: the bounds
+// of the number form, and a pattern of the string forms within the range.
+// The pattern takes one unit with a whole number ("50ms", "2m", "+90s",
+// "1.0h"); validation also takes sums and fractions ("1m30s", "0.5s"),
+// which a pattern can't bound, so an editor may flag those but never
+// offers a value validation refuses.
+func DurationLimits(r Range, unit time.Duration) Limits {
+	lo, hi := seconds(r.Min), seconds(r.Max)
+	open := math.IsInf(r.Max, 1)
+	l := Limits{Minimum: ptr(float64(lo) / float64(unit))}
+	if !open {
+		l.Maximum = ptr(float64(hi) / float64(unit))
+	}
+	var forms []string
+	for _, u := range stringUnits {
+		first := (lo + u.size - 1) / u.size // the least whole count at least lo
+		if open {
+			forms = append(forms, "("+intRangePattern(uint64(first), 0, true)+")"+u.pattern)
+			continue
+		}
+		last := hi / u.size
+		if first <= last {
+			forms = append(forms, "("+intRangePattern(uint64(first), uint64(last), false)+")"+u.pattern)
+		}
+	}
+	l.Pattern = `^\+?0*(` + strings.Join(forms, "|") + `)$`
+	return l
+}
+
+// stringUnits are time.ParseDuration's units, as patterns; the fraction
+// (\.0*)? keeps the number whole.
+var stringUnits = []struct {
+	size    time.Duration
+	pattern string
+}{
+	{time.Nanosecond, `(\.0*)?ns`},
+	{time.Microsecond, `(\.0*)?(us|µs|μs)`},
+	{time.Millisecond, `(\.0*)?ms`},
+	{time.Second, `(\.0*)?s`},
+	{time.Minute, `(\.0*)?m`},
+	{time.Hour, `(\.0*)?h`},
+}
+
+// intRangePattern matches the decimal numbers from lo to hi, without
+// leading zeros, or from lo up when open.
+func intRangePattern(lo, hi uint64, open bool) string {
+	a := strconv.FormatUint(lo, 10)
+	var alts []string
+	if open {
+		alts = sameLength(a, strings.Repeat("9", len(a)))
+		alts = append(alts, fmt.Sprintf("[1-9][0-9]{%d,}", len(a)))
+		return strings.Join(alts, "|")
+	}
+	b := strconv.FormatUint(hi, 10)
+	for n := len(a); n <= len(b); n++ {
+		from, to := a, b
+		if n > len(a) {
+			from = "1" + strings.Repeat("0", n-1)
+		}
+		if n < len(b) {
+			to = strings.Repeat("9", n)
+		}
+		alts = append(alts, sameLength(from, to)...)
+	}
+	return strings.Join(alts, "|")
+}
+
+// sameLength matches the numbers from a to b, both of one length, a <= b.
+func sameLength(a, b string) []string {
+	if a == b {
+		return []string{a}
+	}
+	if a[0] == b[0] {
+		var out []string
+		for _, rest := range sameLength(a[1:], b[1:]) {
+			out = append(out, a[:1]+rest)
+		}
+		return out
+	}
+	n := len(a) - 1
+	zeros, nines := strings.Repeat("0", n), strings.Repeat("9", n)
+	any := strings.Repeat("[0-9]", n)
+	digits := func(lo, hi byte) string {
+		if lo == hi {
+			return string(lo)
+		}
+		return fmt.Sprintf("[%c-%c]", lo, hi)
+	}
+	lo, hi := a[0], b[0]
+	var out []string
+	if a[1:] != zeros {
+		for _, rest := range sameLength(a[1:], nines) {
+			out = append(out, a[:1]+rest)
+		}
+		lo++
+	}
+	top := hi
+	if b[1:] != nines {
+		top--
+	}
+	if lo <= top {
+		out = append(out, digits(lo, top)+any)
+	}
+	if b[1:] != nines {
+		for _, rest := range sameLength(zeros, b[1:]) {
+			out = append(out, b[:1]+rest)
+		}
+	}
+	return out
 }

@@ -79,7 +79,7 @@ const (
 // LocalRateLimit is the `localRateLimit` section.
 type LocalRateLimit struct {
 	items.Toggle
-	MaxTokens       uint32            `json:"maxTokens" doc:"The global bucket's size, the burst allowed for all requests together, at least 1. Required unless perClient or perHeader is given; without it only the keyed limits apply."`
+	MaxTokens       *uint32           `json:"maxTokens" doc:"The global bucket's size, the burst allowed for all requests together, at least 1. Required unless perClient or perHeader is given; without it only the keyed limits apply."`
 	TokensPerFill   uint32            `json:"tokensPerFill" doc:"Tokens added to the global bucket every fillInterval (default 1): the two make the refill rate."`
 	FillInterval    items.Seconds     `json:"fillInterval" doc:"How often tokens are added to the global bucket, at least 50ms (default 1s)."`
 	PerClient       *Bucket           `json:"perClient" doc:"One bucket per client address, the one the connection manager trusts (see clientIP and headers.xff)."`
@@ -145,6 +145,12 @@ const MaxPercent = 100
 func (*LocalRateLimit) Ranges() []items.Range {
 	return []items.Range{
 		{Path: "maxKeys", Min: 1, Max: MaxMaxKeys},
+		items.AtLeast("maxTokens", 1),
+		items.AtLeast("perClient.maxTokens", 1),
+		items.AtLeast("perHeader[].maxTokens", 1),
+		fillFloor("fillInterval"),
+		fillFloor("perClient.fillInterval"),
+		fillFloor("perHeader[].fillInterval"),
 		items.AtLeast("tokensPerFill", 1),
 		items.AtLeast("perClient.tokensPerFill", 1),
 		items.AtLeast("perHeader[].tokensPerFill", 1),
@@ -152,6 +158,13 @@ func (*LocalRateLimit) Ranges() []items.Range {
 		{Path: "filterEnforced", Min: 0, Max: MaxPercent},
 		statusCodes,
 	}
+}
+
+// fillFloor is the Range of a bucket's fillInterval.
+func fillFloor(path string) items.Range {
+	r := items.DurationRange(path, MinFillInterval, 0)
+	r.Why = "Envoy's floor"
+	return r
 }
 
 // statusCodes are the codes statusCode takes: those from 400 Envoy's
@@ -187,11 +200,10 @@ func (*LocalRateLimit) ContextLimits() []items.ContextLimit {
 func (l *LocalRateLimit) Validate() error {
 	var p items.Problems
 	keyed := l.keyed()
-	if l.MaxTokens < 1 && l.Enable && !keyed {
+	if l.MaxTokens == nil && l.Enable && !keyed {
 		p.Addf("maxTokens", "is required and must be at least 1")
 	}
-	checkFill(&p, "", l.FillInterval.Duration)
-	if l.MaxTokens < 1 && keyed {
+	if l.MaxTokens == nil && keyed {
 		// Without maxTokens there is no global bucket for these to shape.
 		if l.TokensPerFill > 1 {
 			p.Addf("tokensPerFill", "only applies with maxTokens (the global bucket); set tokensPerFill in perClient or perHeader instead")
@@ -199,9 +211,6 @@ func (l *LocalRateLimit) Validate() error {
 		if l.FillInterval.Duration >= MinFillInterval && l.FillInterval.Duration != defaultFillInterval {
 			p.Addf("fillInterval", "only applies with maxTokens (the global bucket); set fillInterval in perClient or perHeader instead")
 		}
-	}
-	if l.PerClient != nil {
-		l.PerClient.validate(&p, "perClient")
 	}
 	if len(l.PerHeader) > MaxHeaderLimits {
 		p.Addf("perHeader", "has %d entries; at most %d", len(l.PerHeader), MaxHeaderLimits)
@@ -215,7 +224,6 @@ func (l *LocalRateLimit) Validate() error {
 		} else {
 			seen[h.Header] = i
 		}
-		h.validate(&p, path)
 	}
 	items.CheckRanges(&p, l)
 	if !keyed && l.MaxKeys != DefaultMaxKeys {
@@ -230,26 +238,6 @@ func (l *LocalRateLimit) Validate() error {
 	return p.Err()
 }
 
-// checkFill is the one rule for a bucket's refill, global or keyed: path
-// is the bucket's path ("" for the global one).
-func checkFill(p *items.Problems, path string, fillInterval time.Duration) {
-	at := func(key string) string {
-		if path == "" {
-			return key
-		}
-		return path + "." + key
-	}
-	if fillInterval < MinFillInterval {
-		p.Addf(at("fillInterval"), "must be at least %v (Envoy's floor), got %v", MinFillInterval, fillInterval)
-	}
-}
-
-func (b *Bucket) validate(p *items.Problems, path string) {
-	if b.MaxTokens < 1 {
-		p.Addf(path+".maxTokens", "is required and must be at least 1")
-	}
-	checkFill(p, path, b.fillInterval())
-}
 
 func (b *Bucket) tokensPerFill() uint32 {
 	if b.TokensPerFill == nil {
@@ -345,8 +333,8 @@ func (l *LocalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, e
 		FilterEnforced: fraction(l.FilterEnforced, "globalconfig.local_rate_limit.enforced"),
 		Status:         &typev3.HttpStatus{Code: typev3.StatusCode(l.StatusCode)},
 	}
-	if l.MaxTokens > 0 {
-		cfg.TokenBucket = tokenBucket(l.MaxTokens, l.TokensPerFill, l.FillInterval.Duration)
+	if l.MaxTokens != nil {
+		cfg.TokenBucket = tokenBucket(*l.MaxTokens, l.TokensPerFill, l.FillInterval.Duration)
 	}
 	if l.PerClient != nil {
 		addKeyed(cfg, &routev3.RateLimit_Action{

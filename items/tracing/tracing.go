@@ -187,7 +187,7 @@ func (t *Tracing) backends() map[string]*Backend {
 // Ranges implements items.Ranger: Validate checks them, and the JSON
 // Schema shows them.
 func (*Tracing) Ranges() []items.Range {
-	return []items.Range{{Path: "sampling", Min: 0, Max: MaxSampling}}
+	return []items.Range{{Path: "sampling", Min: 0, Max: MaxSampling}, items.DurationRange("timeout", time.Nanosecond, 0)}
 }
 
 // Warnings implements items.Warner: a serviceName zipkin does not send.
@@ -204,9 +204,6 @@ func (t *Tracing) Warnings() error {
 func (t *Tracing) Validate() error {
 	var p items.Problems
 	items.CheckRanges(&p, t)
-	if t.Timeout.Duration <= 0 {
-		p.Addf("timeout", "must be greater than 0")
-	}
 	backends := t.backends()
 	names := slices.Sorted(maps.Keys(backends))
 	if t.Enable && len(backends) != 1 {

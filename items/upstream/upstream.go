@@ -6,6 +6,8 @@
 package upstream
 
 import (
+	"time"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -44,15 +46,12 @@ func init() {
 
 // Ranges implements items.Ranger.
 func (*Upstream) Ranges() []items.Range {
-	return []items.Range{items.AtLeast("maxRequestsPerConnection", 1)}
+	return []items.Range{items.AtLeast("maxRequestsPerConnection", 1), items.DurationRange("connectTimeout", time.Nanosecond, 0)}
 }
 
 // Validate implements items.Item.
 func (u *Upstream) Validate() error {
 	var p items.Problems
-	if u.ConnectTimeout != nil && u.ConnectTimeout.Duration <= 0 {
-		p.Addf("connectTimeout", "must be greater than 0")
-	}
 	items.CheckRanges(&p, u)
 	items.RequireSomething(&p, u)
 	return p.Err()

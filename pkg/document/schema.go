@@ -52,7 +52,7 @@ func JSONSchema() *Schema {
 		s := schemaOf(reflect.TypeOf(def).Elem(), reflect.ValueOf(def).Elem())
 		if rg, ok := def.(items.Ranger); ok {
 			for _, rng := range rg.Ranges() {
-				setRange(s, rng, r.Name)
+				setRange(s, rng, reflect.TypeOf(def), r.Name)
 			}
 		}
 		s.Description = r.Summary
@@ -68,10 +68,10 @@ func JSONSchema() *Schema {
 	return root
 }
 
-// setRange puts the range r of the item named item on the node its path
-// names in the item's schema s. A path that names no node is a
+// setRange puts the range r of the item named item, of type t, on the node
+// its path names in the item's schema s. A path that names no node is a
 // programming error, as it is for items.CheckRanges.
-func setRange(s *Schema, r items.Range, item string) {
+func setRange(s *Schema, r items.Range, t reflect.Type, item string) {
 	n := s
 	for _, k := range r.Keys() {
 		switch k {
@@ -85,6 +85,22 @@ func setRange(s *Schema, r items.Range, item string) {
 		if n == nil {
 			panic(fmt.Sprintf("document: %s: Range %q names no key of the schema", item, r.Path))
 		}
+	}
+	if r.Duration {
+		kt, err := r.KeyType(t)
+		if err != nil {
+			panic(fmt.Sprintf("document: %s: Range %q: %v", item, r.Path, err))
+		}
+		unit, ok := items.DurationUnit(kt)
+		if !ok {
+			panic(fmt.Sprintf("document: %s: Range %q: %s has no unit", item, r.Path, kt))
+		}
+		l := items.DurationLimits(r, unit)
+		n.Minimum, n.Pattern = l.Minimum, l.Pattern
+		if l.Maximum != nil {
+			n.Maximum = l.Maximum
+		}
+		return
 	}
 	lo := r.Min
 	n.Minimum = &lo

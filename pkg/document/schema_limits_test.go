@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -81,6 +82,10 @@ func rangeCases(t *testing.T) []limitsCase {
 		}
 		for _, rng := range rg.Ranges() {
 			path := r.Name + "." + rng.Path
+			if rng.Duration {
+				out = append(out, durationCases(path, rng)...)
+				continue
+			}
 			out = append(out,
 				limitsCase{path, numberNode(rng.Min - 1), false},
 				limitsCase{path, numberNode(rng.Min), true},
@@ -104,6 +109,36 @@ func rangeCases(t *testing.T) []limitsCase {
 		t.Fatal("no item declares a Range")
 	}
 	return out
+}
+
+// durationCases are a duration Range's bounds (accepted) and a nanosecond
+// past each (refused), written in one unit as the schema's pattern takes
+// them, and 0 as an integer.
+func durationCases(path string, rng items.Range) []limitsCase {
+	lo := time.Duration(math.Round(rng.Min * float64(time.Second)))
+	out := []limitsCase{
+		{path, strNode(oneUnit(lo)), true},
+		{path, strNode(oneUnit(lo - 1)), false},
+		{path, intNode("0"), false},
+	}
+	if !math.IsInf(rng.Max, 1) {
+		hi := time.Duration(math.Round(rng.Max * float64(time.Second)))
+		out = append(out, limitsCase{path, strNode(oneUnit(hi)), true}, limitsCase{path, strNode(oneUnit(hi + 1)), false})
+	}
+	return out
+}
+
+// oneUnit writes d as a whole number of the largest unit that divides it.
+func oneUnit(d time.Duration) string {
+	for _, u := range []struct {
+		size   time.Duration
+		suffix string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d%u.size == 0 {
+			return strconv.FormatInt(int64(d/u.size), 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
 }
 
 // valueCases exercise the value types' Limits: Port, the durations and

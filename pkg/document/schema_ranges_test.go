@@ -37,7 +37,7 @@ func TestSetRange(t *testing.T) {
 		{items.AtLeast("ints[][]", 4), func() *Schema { return s.Properties["ints"].Items.Items }},
 		{items.AtLeast("u", 1), func() *Schema { return s.Properties["u"] }},
 	} {
-		setRange(s, c.r, "test")
+		setRange(s, c.r, reflect.TypeFor[rangedSection](), "test")
 		n := c.node()
 		if n.Minimum == nil || *n.Minimum != c.r.Min {
 			t.Errorf("%s: minimum %v, want %v", c.r.Path, n.Minimum, c.r.Min)
@@ -51,5 +51,5 @@ func TestSetRange(t *testing.T) {
 			t.Error("a Range naming no key did not panic")
 		}
 	}()
-	setRange(s, items.Range{Path: "sub.m", Min: 1, Max: 2}, "test")
+	setRange(s, items.Range{Path: "sub.m", Min: 1, Max: 2}, reflect.TypeFor[rangedSection](), "test")
 }
