@@ -48,6 +48,7 @@ type ClientIP struct {
 var (
 	_ items.Item           = (*ClientIP)(nil)
 	_ items.ContextLimiter = (*ClientIP)(nil)
+	_ items.Sharer         = (*ClientIP)(nil)
 )
 
 func init() {
@@ -179,4 +180,28 @@ func extension(name string, cfg proto.Message) (*corev3.TypedExtensionConfig, er
 		return nil, fmt.Errorf("pack %s: %w", name, err)
 	}
 	return &corev3.TypedExtensionConfig{Name: name, TypedConfig: typed}, nil
+}
+
+// Claims implements items.Sharer: original IP detection on the connection
+// manager.
+func (c *ClientIP) Claims() []items.Claim {
+	var out []items.Claim
+	if len(c.TrustedCIDRs) > 0 {
+		out = append(out, items.Claim{Field: items.HCMOriginalIPDetection, Path: "trustedCIDRs"})
+	}
+	if c.Header != "" {
+		out = append(out, items.Claim{Field: items.HCMOriginalIPDetection, Path: "header"})
+	}
+	return out
+}
+
+// Exclusions implements items.Sharer: Envoy refuses original IP detection
+// beside either way of reading X-Forwarded-For by itself.
+func (*ClientIP) Exclusions() []items.Exclusion {
+	return []items.Exclusion{
+		{Field: items.HCMOriginalIPDetection, Other: items.HCMUseRemoteAddress,
+			Why: "Envoy refuses original IP detection extensions beside use_remote_address (\"may not be mixed\") and rejects the listener; trustedCIDRs and header already decide the client address"},
+		{Field: items.HCMOriginalIPDetection, Other: items.HCMXffNumTrustedHops,
+			Why: "Envoy refuses original IP detection extensions beside xff_num_trusted_hops (\"may not be mixed\") and rejects the listener; use trustedCIDRs or trustedHops, not both"},
+	}
 }

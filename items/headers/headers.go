@@ -84,6 +84,7 @@ type XFF struct {
 var (
 	_ items.Item           = (*Headers)(nil)
 	_ items.ContextLimiter = (*Headers)(nil)
+	_ items.Sharer         = (*Headers)(nil)
 	_ items.Enum           = ServerMode("")
 )
 
@@ -268,3 +269,21 @@ func (h *Headers) Build() ([]envoyfilter.Patch, error) {
 	}
 	return patches, nil
 }
+
+// Claims implements items.Sharer: the connection manager's own ways of
+// reading X-Forwarded-For.
+func (h *Headers) Claims() []items.Claim {
+	var out []items.Claim
+	if x := h.XFF; x != nil {
+		if x.UseRemoteAddress != nil && *x.UseRemoteAddress {
+			out = append(out, items.Claim{Field: items.HCMUseRemoteAddress, Path: "xff.useRemoteAddress"})
+		}
+		if x.TrustedHops != nil && *x.TrustedHops > 0 {
+			out = append(out, items.Claim{Field: items.HCMXffNumTrustedHops, Path: "xff.trustedHops"})
+		}
+	}
+	return out
+}
+
+// Exclusions implements items.Sharer: clientIP declares the rules.
+func (*Headers) Exclusions() []items.Exclusion { return nil }

@@ -238,7 +238,6 @@ func (l *LocalRateLimit) Validate() error {
 	return p.Err()
 }
 
-
 func (b *Bucket) tokensPerFill() uint32 {
 	if b.TokensPerFill == nil {
 		return defaultTokensPerFill

@@ -299,3 +299,14 @@ func (d *decoder) decodeField(n *yaml.Node, v reflect.Value, key, path string) {
 	}
 	d.fail(n, path, "internal: no key %q in %s", key, v.Type())
 }
+
+// sectionFailed reports whether the section name has a problem: rules
+// across sections are checked on valid ones only.
+func (d *decoder) sectionFailed(name string) bool {
+	for _, e := range d.errs {
+		if e.Path == name || strings.HasPrefix(e.Path, name+".") || strings.HasPrefix(e.Path, name+"[") {
+			return true
+		}
+	}
+	return false
+}

@@ -245,6 +245,22 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		}
 	}
 	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
+	d.checkShared(doc.Sections)
+}
+
+// checkShared applies the rules the items declare for what they set on
+// shared Envoy objects (items.CheckShared) to the sections that decoded
+// and validated.
+func (d *decoder) checkShared(sections []Section) {
+	var shared []items.SharedSection
+	for _, s := range sections {
+		if !d.sectionFailed(s.Name) {
+			shared = append(shared, items.SharedSection{Name: s.Name, Item: s.Item, Target: s.Target})
+		}
+	}
+	var p items.Problems
+	items.CheckShared(&p, shared)
+	d.addValidation("", p.Err())
 }
 
 func (d *decoder) decodeTarget(n *yaml.Node, t *envoyfilter.Target, path string) {

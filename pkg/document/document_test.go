@@ -412,3 +412,39 @@ brotli: {}
 		}
 	}
 }
+
+// Two items valid alone can be invalid together: Envoy refuses original IP
+// detection beside use_remote_address or xff_num_trusted_hops on one
+// connection manager, and rejects the listener. The items declare it
+// (items.Sharer); the document refuses both keys, with their lines, when
+// their targets may reach one proxy, and not otherwise.
+func TestItemsValidAloneInvalidTogether(t *testing.T) {
+	const together = `target:
+  context: SIDECAR_INBOUND
+clientIP:
+  trustedCIDRs: ["10.0.0.0/8"]
+headers:
+  xff:
+    trustedHops: 1
+`
+	got := problems(t, together)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "04: clientIP.trustedCIDRs: can't be beside headers.xff.trustedHops on one connection manager (both reach SIDECAR_INBOUND)") ||
+		!strings.HasPrefix(got[1], "07: headers.xff.trustedHops: can't be beside clientIP.trustedCIDRs") || !strings.Contains(got[0], "xff_num_trusted_hops") {
+		t.Errorf("problems:\n%s", strings.Join(got, "\n"))
+	}
+	for _, apart := range []string{
+		// Different contexts: no connection manager has both.
+		"clientIP:\n  target: {context: SIDECAR_INBOUND}\n  trustedCIDRs: [\"10.0.0.0/8\"]\nheaders:\n  target: {context: GATEWAY}\n  xff: {trustedHops: 1}\n",
+		// Selectors that can't match one workload.
+		"target: {context: SIDECAR_INBOUND}\nclientIP:\n  target: {selector: {app: a}}\n  header: cf-connecting-ip\nheaders:\n  target: {selector: {app: b}}\n  xff: {useRemoteAddress: true}\n",
+		// useRemoteAddress: false sets nothing Envoy minds.
+		"target: {context: SIDECAR_INBOUND}\nclientIP:\n  header: cf-connecting-ip\nheaders:\n  xff: {useRemoteAddress: false}\n",
+	} {
+		if got := problems(t, apart); got != nil {
+			t.Errorf("%s\nrefused: %s", apart, strings.Join(got, "\n"))
+		}
+	}
+	if got := problems(t, "target: {context: ANY}\nclientIP:\n  target: {context: SIDECAR_INBOUND}\n  header: cf-connecting-ip\nheaders:\n  xff: {useRemoteAddress: true}\n"); len(got) != 2 {
+		t.Errorf("ANY beside SIDECAR_INBOUND: %s", strings.Join(got, "\n"))
+	}
+}
