@@ -25,7 +25,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
@@ -75,6 +74,7 @@ var (
 	_ items.Ranger       = (*Tracing)(nil)
 	_ items.Versioned    = (*Tracing)(nil)
 	_ items.SecretHolder = (*Tracing)(nil)
+	_ items.ServiceUser  = (*Tracing)(nil)
 	_ items.Enum         = Protocol("")
 )
 
@@ -184,6 +184,18 @@ func (t *Tracing) backends() map[string]*Backend {
 	return out
 }
 
+// Services implements items.ServiceUser: the collector.
+func (t *Tracing) Services() []items.ServiceRef {
+	var out []items.ServiceRef
+	backends := t.backends()
+	for _, name := range slices.Sorted(maps.Keys(backends)) {
+		if b := backends[name]; b.Service != "" {
+			out = append(out, items.ServiceRef{Path: name + ".service", Host: b.Service, Port: uint32(b.Port)})
+		}
+	}
+	return out
+}
+
 // Ranges implements items.Ranger: Validate checks them, and the JSON
 // Schema shows them.
 func (*Tracing) Ranges() []items.Range {
@@ -215,14 +227,8 @@ func (t *Tracing) Validate() error {
 	}
 	for _, name := range names {
 		b := backends[name]
-		if b.Service == "" {
-			if t.Enable {
-				p.Addf(name+".service", "is required")
-			}
-		} else {
-			for _, msg := range validation.IsDNS1123Subdomain(b.Service) {
-				p.Addf(name+".service", "must be a service host name: %s", msg)
-			}
+		if b.Service == "" && t.Enable {
+			p.Addf(name+".service", "is required")
 		}
 		if b.Port == 0 && t.Enable {
 			p.Addf(name+".port", "is required")

@@ -42,6 +42,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
@@ -85,6 +86,11 @@ type Options struct {
 	Webhook webhook.Options
 	// Rollout says how to follow the proxies' acceptance.
 	Rollout RolloutOptions
+	// ServiceFacts makes the controller and the webhook look up the
+	// Services and ServiceEntries items send to (pkg/facts), in istiod's
+	// domain ClusterDomain.
+	ServiceFacts  bool
+	ClusterDomain string
 }
 
 // RolloutOptions configure rollout tracking: which istiod instances are
@@ -184,6 +190,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	// One renderer for the process: the controller, the MCP publisher
 	// and the webhook decide through the same cache of built items.
 	renderer := render.New()
+	if opts.ServiceFacts {
+		renderer.SetFacts(&facts.Resolver{Kube: kube, Istio: istio, Domain: opts.ClusterDomain})
+	}
 	cfg.Renderer = renderer
 	opts.Webhook.Renderer = renderer
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(watchKube, opts.Resync,

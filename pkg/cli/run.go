@@ -12,6 +12,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/app"
+	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 )
 
@@ -74,6 +75,8 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	fs.BoolVar(&o.Rollout.WatchPods, "rollout-watch-pods", true, "watch the running pods Istio injected (cluster-wide, labels and phase only) to report those whose proxy never connects to istiod; needs list and watch on pods")
 	fs.DurationVar(&o.Rollout.ConnectGrace, "rollout-connect-grace", rollout.ConnectGrace, "how long an injected pod's proxy may stay unconnected before the status says so")
 	fs.StringVar(&o.Rollout.RootNamespace, "mesh-root-namespace", envoyfilter.DefaultNamespace, "Istio's root namespace (meshConfig.rootNamespace): an EnvoyFilter there reaches every proxy")
+	fs.BoolVar(&o.ServiceFacts, "service-facts", true, "look up the Services and ServiceEntries the document's items send to (a collector): refuse a name istiod never resolves as written, warn of one that is missing; needs get on services and list on serviceentries")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", facts.DefaultDomain, "istiod's domain suffix (its --domain): Services' full host names end in .svc.DOMAIN")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level
 }

@@ -28,6 +28,8 @@ type decoder struct {
 	cache, decoded map[string]cachedSection
 	// fleet, when set, replaces every target's istioVersions.
 	fleet []envoyfilter.Version
+	// facts, when set, are asked about the services items send to.
+	facts Facts
 }
 
 func newDecoder() *decoder {

@@ -39,15 +39,27 @@ type Document struct {
 	// Sections are the items present in the document (null sections are
 	// absent), sorted by name. Disabled items are included.
 	Sections []Section
+	// FactWarnings are what the Parser's Facts warn of the services the
+	// enabled items send to, with full paths and lines.
+	FactWarnings []*fielderr.Error
 }
 
-// Warnings returns the warnings of every section, in section order.
+// Warnings returns the warnings of every section, in section order, then
+// what the cluster's facts say.
 func (d *Document) Warnings() []*fielderr.Error {
 	var out []*fielderr.Error
 	for _, s := range d.Sections {
 		out = append(out, s.Warnings...)
 	}
-	return out
+	return append(out, d.FactWarnings...)
+}
+
+// Facts answers what the cluster says of the services items send to
+// (items.ServiceUser): whether istiod builds their clusters. The
+// controller and the admission webhook give one to their Parser
+// (SetFacts); `globalconfig validate` has none and checks syntax only.
+type Facts interface {
+	Service(ref items.ServiceRef) items.ServiceFact
 }
 
 // Section is one item of the document.
@@ -97,6 +109,7 @@ func Parse(data []byte) (*Document, error) {
 // use; the sections it returns are shared, so never change them.
 type Parser struct {
 	mu    sync.Mutex
+	facts Facts
 	last  map[string]cachedSection // by item name
 	fleet []envoyfilter.Version
 	// sections are the last document's parsed top-level sections.
@@ -121,6 +134,15 @@ func NewParserFor(istioVersions []envoyfilter.Version) *Parser {
 	return p
 }
 
+// SetFacts makes the parser check the services enabled items send to
+// against f on every parse: a reference istiod will never resolve is a
+// problem, one it does not resolve now a warning. Nil turns it off.
+func (p *Parser) SetFacts(f Facts) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.facts = f
+}
+
 // Parse is the package's Parse, reusing unchanged sections.
 func (p *Parser) Parse(data []byte) (*Document, error) { return p.parse(data, 0) }
 
@@ -141,6 +163,7 @@ func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 	}
 	d := newDecoder()
 	d.fleet = p.fleet
+	d.facts = p.facts
 	d.cache = p.last
 	doc := &Document{Target: envoyfilter.DefaultTarget()}
 	doc.Target.IstioVersions = p.fleet
@@ -246,6 +269,37 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 	}
 	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
 	d.checkShared(doc.Sections)
+	doc.FactWarnings = d.checkFacts(doc.Sections)
+}
+
+// checkFacts asks the Facts about every service the enabled, valid
+// sections send to: a refusal is a problem, a warning is returned. The
+// facts are asked on every parse, never cached with the sections: a
+// Service may come or go while the document stays.
+func (d *decoder) checkFacts(sections []Section) []*fielderr.Error {
+	if d.facts == nil {
+		return nil
+	}
+	var warnings []*fielderr.Error
+	var p items.Problems
+	for _, s := range sections {
+		su, ok := s.Item.(items.ServiceUser)
+		if !ok || !s.Item.Enabled() || d.sectionFailed(s.Name) {
+			continue
+		}
+		for _, ref := range su.Services() {
+			f := d.facts.Service(ref)
+			path := fielderr.Join(s.Name, ref.Path)
+			switch {
+			case f.Refuse:
+				p.Addf(path, "%s", f.Msg)
+			case f.Warn:
+				warnings = append(warnings, &fielderr.Error{Path: path, Line: d.lineOf(path), Msg: f.Msg})
+			}
+		}
+	}
+	d.addValidation("", p.Err())
+	return warnings
 }
 
 // checkShared applies the rules the items declare for what they set on
@@ -391,6 +445,11 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 		return s, false
 	}
 	err := s.Item.Validate()
+	if su, ok := s.Item.(items.ServiceUser); ok {
+		var p items.Problems
+		items.CheckServices(&p, su)
+		err = errors.Join(err, p.Err())
+	}
 	if cl, ok := s.Item.(items.ContextLimiter); ok && err == nil && s.Item.Enabled() {
 		var p items.Problems
 		items.CheckContexts(&p, cl, s.Target.Context)

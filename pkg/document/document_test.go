@@ -448,3 +448,51 @@ headers:
 		t.Errorf("ANY beside SIDECAR_INBOUND: %s", strings.Join(got, "\n"))
 	}
 }
+
+// A collector named by a Service's short name gets no cluster on any
+// proxy (istiod names clusters after full host names), and Envoy refuses
+// every listener that sends to it: the document refuses it with its path.
+func TestCollectorShortNameRefused(t *testing.T) {
+	for host, want := range map[string]string{
+		"zipkin":                                  `06: tracing.zipkin.service: "zipkin" is a short Service name; istiod names clusters after full host names`,
+		"zipkin.istio-system.svc":                 `06: tracing.zipkin.service: "zipkin.istio-system.svc" lacks the cluster domain`,
+		"zipkin.istio-system.svc.cluster.local":   "",
+		"otel-collector.observability.example.io": "",
+	} {
+		src := "tracing:\n  enable: true\n  sampling: 10\n  timeout: 500\n  zipkin:\n    service: " + host + "\n    port: 9411\n"
+		got := problems(t, src)
+		if want == "" && got != nil || want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], want)) {
+			t.Errorf("%s: problems %q, want %q", host, got, want)
+		}
+	}
+}
+
+// fakeFacts says what a cluster would of the services an item names.
+type fakeFacts map[string]items.ServiceFact
+
+func (f fakeFacts) Service(ref items.ServiceRef) items.ServiceFact { return f[ref.Host] }
+
+// With the cluster's facts, a service istiod will never resolve as written
+// is refused, and a missing one warned of, each at its path; the facts are
+// asked again on every parse, though the section is unchanged.
+func TestServiceFacts(t *testing.T) {
+	p := document.NewParser()
+	src := []byte("tracing:\n  enable: true\n  zipkin:\n    service: zipkin.istio-system\n    port: 9411\n")
+	p.SetFacts(fakeFacts{"zipkin.istio-system": {Refuse: true, Msg: "istiod names this Service zipkin.istio-system.svc.cluster.local"}})
+	_, err := p.Parse(src)
+	if err == nil || !strings.Contains(err.Error(), "tracing.zipkin.service: istiod names this Service zipkin.istio-system.svc.cluster.local") {
+		t.Fatalf("refused reference: %v", err)
+	}
+	p.SetFacts(fakeFacts{"zipkin.istio-system": {Warn: true, Msg: "no Service or ServiceEntry has this host yet"}})
+	doc, err := p.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := doc.Warnings(); len(w) != 1 || w[0].Path != "tracing.zipkin.service" || w[0].Line != 4 {
+		t.Errorf("warnings %v", w)
+	}
+	p.SetFacts(fakeFacts{})
+	if doc, err := p.Parse(src); err != nil || len(doc.Warnings()) != 0 {
+		t.Errorf("a Service that now exists: %v %v", err, doc.Warnings())
+	}
+}

@@ -44,6 +44,10 @@ type built struct {
 // New returns a Renderer with nothing built yet.
 func New() *Renderer { return &Renderer{parser: document.NewParser(), built: map[string]built{}} }
 
+// SetFacts makes every later render check the services items send to
+// against f (document.Parser.SetFacts).
+func (m *Renderer) SetFacts(f document.Facts) { m.parser.SetFacts(f) }
+
 // Result is what one document renders to.
 type Result struct {
 	// Objects is the desired set: one EnvoyFilter per enabled item,
