@@ -96,6 +96,10 @@ func FuzzConvertHigress(f *testing.F) {
 			var manifest []byte
 			if res != nil {
 				manifest = res.Manifest
+				// A verdict for every key of the input (keys_test.go).
+				if probs := higressKeyProblems(in, res.Report); len(probs) > 0 {
+					t.Fatalf("the report gives a key no line, or two, or shows a secret:\n  %s", strings.Join(probs, "\n  "))
+				}
 			}
 			checkOutcome(t, manifest, err)
 		})
@@ -119,6 +123,10 @@ func FuzzConvertNginx(f *testing.F) {
 				var manifest []byte
 				if res != nil {
 					manifest = res.Manifest
+					// A verdict for every key of the input (keys_test.go).
+					if probs := nginxKeyProblems(in, res.Report); len(probs) > 0 {
+						t.Fatalf("the report gives a key no line, or two, or shows a secret:\n  %s", strings.Join(probs, "\n  "))
+					}
 				}
 				checkOutcome(t, manifest, err)
 			}

@@ -19,6 +19,7 @@ type converter struct {
 	opts    Options
 	cfg     *Config
 	present map[string]bool
+	keys    *docKeys
 	report  Report
 }
 
@@ -86,6 +87,9 @@ func join(a, b string) string {
 	}
 	return a + "." + b
 }
+
+// maxShown bounds a list of values the report echoes.
+const maxShown = 300
 
 func suffix(detail string) string {
 	if detail == "" {
@@ -170,8 +174,11 @@ func (c *converter) headers() *yaml.Node {
 		key string
 		on  bool
 	}{{"disableXEnvoyHeaders", c.cfg.DisableXEnvoyHeaders}, {"addXRealIpHeader", c.cfg.AddXRealIPHeader}} {
-		if c.present[k.key] && !k.on {
+		switch {
+		case c.present[k.key] && !k.on:
 			c.report.addValue(k.key, "false", Converted, "nothing to write: false is globalconfig's default too")
+		case c.keys.given[k.key] && !k.on:
+			c.report.add(k.key, Converted, "nothing to write: null is Higress's default, false, which is globalconfig's default too")
 		}
 	}
 	if !any {
@@ -186,13 +193,12 @@ func (c *converter) gzip() *yaml.Node {
 	if !c.present["gzip"] {
 		c.report.add("gzip", DefaultWritten, "Higress compresses with gzip when the section is absent; the converted document says so (in globalconfig, an absent section means off)")
 	}
-	s.set("enable", "enable", boolean(g.Enable), "")
-	s.set("minContentLength", "minContentLength", integer(g.MinContentLength), "")
 	// Envoy lowercases a response's content type and drops its
 	// parameters before it looks it up, so a listed type that is not a
 	// bare lower-case media type never matched at Higress's gateway.
-	var types, never []string
+	var types, rewritten, never, given []string
 	for _, ct := range g.ContentType {
+		given = append(given, out.Cut(ct, 80))
 		switch mt, params, err := mime.ParseMediaType(ct); {
 		case err != nil:
 			never = append(never, strconv.Quote(out.Cut(ct, 80))+" (not a media type)")
@@ -200,19 +206,43 @@ func (c *converter) gzip() *yaml.Node {
 			// A repeat, or the same type written another way.
 		case len(params) > 0 || mt != ct:
 			types = append(types, mt)
-			c.report.addValue("gzip.contentType", out.Cut(ct, 80), Difference, fmt.Sprintf("Envoy lowercases a response's content type and drops its parameters before matching, so at Higress's gateway this entry never matched; written as %s, which does", mt))
+			rewritten = append(rewritten, fmt.Sprintf("%s (written as %s)", strconv.Quote(out.Cut(ct, 80)), mt))
 		default:
 			types = append(types, ct)
 		}
 	}
-	if len(never) > 0 {
-		c.report.addValue("gzip.contentType", "", Difference, "not carried: "+strings.Join(never, ", ")+"; no response ever matched it at Higress's gateway")
+	var differences []string
+	if len(rewritten) > 0 {
+		differences = append(differences, "Envoy lowercases a response's content type and drops its parameters before matching, so at Higress's gateway these entries never matched: "+strings.Join(rewritten, ", ")+"; written as the types that do")
 	}
+	if len(never) > 0 {
+		differences = append(differences, "not carried: "+strings.Join(never, ", ")+"; no response ever matched it at Higress's gateway")
+	}
+	shownTypes := out.Cut(out.Shown(list(given)), maxShown)
 	if len(types) == 0 {
 		c.report.add("gzip", Difference, "not written: none of its content types is one Envoy can match, so Higress's gateway compressed nothing")
+		c.report.addValue("gzip.contentType", shownTypes, Difference, "none of the entries is a type Envoy can match, so gzip is not written: "+strings.Join(differences, "; "))
+		// The rest of the section goes with the content types.
+		values := map[string]string{
+			"enable": strconv.FormatBool(g.Enable), "minContentLength": strconv.Itoa(int(g.MinContentLength)),
+			"disableOnEtagHeader": strconv.FormatBool(g.DisableOnEtagHeader), "memoryLevel": strconv.Itoa(int(g.MemoryLevel)),
+			"windowBits": strconv.Itoa(int(g.WindowBits)), "chunkSize": strconv.Itoa(int(g.ChunkSize)),
+			"compressionLevel": g.CompressionLevel, "compressionStrategy": g.CompressionStrategy,
+		}
+		for _, key := range slices.Sorted(maps.Keys(values)) {
+			if c.keys.given["gzip."+key] {
+				c.report.addValue("gzip."+key, values[key], NotCarried, "gzip is not written: none of gzip.contentType's entries is a type Envoy can match (see its line), so Higress's gateway compressed nothing, and this key has no section to go with")
+			}
+		}
 		return nil
 	}
+	s.set("enable", "enable", boolean(g.Enable), "")
+	s.set("minContentLength", "minContentLength", integer(g.MinContentLength), "")
 	s.set("contentType", "contentType", list(types), "")
+	if len(differences) > 0 {
+		// Replaces the line set gave it: a key is listed once.
+		c.report.addValue("gzip.contentType", shownTypes, Difference, "→ gzip.contentType: "+out.Shown(list(types))+"; "+strings.Join(differences, "; "))
+	}
 	s.set("disableOnEtagHeader", "disableOnEtagHeader", boolean(g.DisableOnEtagHeader), "")
 	s.set("memoryLevel", "memoryLevel", integer(g.MemoryLevel), "")
 	s.set("windowBits", "windowBits", integer(g.WindowBits), "")
@@ -289,12 +319,49 @@ func (c *converter) tracing() *yaml.Node {
 			c.report.add("tracing.zipkin", Difference, "Higress sends collector_hostname higress-gateway (the Host header of span reports); globalconfig sends the collector's service name. Higress's split_spans_for_request and router start_child_span are deprecated; globalconfig sets their replacement, HCM tracing spawn_upstream_span, which gives the upstream request its own client span as they did")
 		}
 	}
+	if t.Skywalking != nil && t.Skywalking.AccessToken == "" && c.keys.given["tracing.skywalking.access_token"] {
+		c.report.add("tracing.skywalking.access_token", Converted, "nothing to write: empty, so no token is sent, as by Higress")
+	}
 	// Higress accepts several backends while tracing is off; the section
-	// takes one. Say which were left out.
-	for name := range t.backends() {
-		if name != written {
-			c.report.add("tracing."+name, NotCarried, fmt.Sprintf("tracing is off, and globalconfig's tracing takes one backend: %s is written, %s is not (Higress used neither while tracing is off); keep the one you will turn on", written, name))
+	// takes one. Say which were left out, and their keys with them.
+	backends := t.backends()
+	for _, name := range slices.Sorted(maps.Keys(backends)) {
+		if name == written {
+			continue
+		}
+		c.report.add("tracing."+name, NotCarried, fmt.Sprintf("tracing is off, and globalconfig's tracing takes one backend: %s is written, %s is not (Higress used neither while tracing is off); keep the one you will turn on", written, name))
+		why := fmt.Sprintf("tracing.%s is not written (tracing is off, and globalconfig's tracing takes one backend: %s is written), so neither is this key", name, written)
+		b := backends[name]
+		for _, kv := range [][2]string{{"service", b.Service}, {"port", b.Port}} {
+			if path := "tracing." + name + "." + kv[0]; c.keys.given[path] {
+				c.report.addValue(path, out.Cut(kv[1], maxShown), NotCarried, why)
+			}
+		}
+		if path := "tracing." + name + ".access_token"; c.keys.given[path] {
+			c.report.add(path, NotCarried, why+"; a secret: not shown")
 		}
 	}
 	return s.node
+}
+
+// reportEmptySections gives a line to each section the document writes
+// null or with no key in it (tracing: {}, downstream: null) that has none
+// yet: its keys are Higress's defaults, written out under their own
+// names, or nothing is written.
+func (c *converter) reportEmptySections() {
+	for _, path := range slices.Sorted(maps.Keys(c.keys.empty)) {
+		if len(c.report.Find(path)) > 0 {
+			continue
+		}
+		switch {
+		case path == "tracing" && !c.present[path]:
+			c.report.add(path, Converted, "nothing to write: null leaves tracing off, Higress's default, and globalconfig adds none either")
+		case path == "tracing":
+			c.report.add(path, DefaultWritten, "empty: Higress's tracing defaults apply (tracing off); each is written out under its own key")
+		case strings.HasPrefix(path, "tracing."):
+			c.report.add(path, Converted, "nothing to write: null sets no backend")
+		default:
+			c.report.add(path, DefaultWritten, "empty: Higress applied the section's defaults; each is written out under its own key")
+		}
+	}
 }

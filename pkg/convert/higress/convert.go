@@ -65,6 +65,10 @@ type Input struct {
 	// Wrapped is true when the document came wrapped in a top-level
 	// higress: key, as Higress's Helm values hold it.
 	Wrapped bool
+	// DataKeys are the ConfigMap's data keys, sorted, when the input was
+	// a manifest: higress, mesh and meshNetworks are read, any other is
+	// reported by name.
+	DataKeys []string
 }
 
 // ReadInput accepts a higress-config ConfigMap manifest (data key higress)
@@ -85,7 +89,8 @@ func ReadInput(data []byte) (Input, error) {
 		if !ok {
 			return Input{}, fmt.Errorf(`data: the ConfigMap has no data key "higress"`)
 		}
-		return Input{Higress: h, Mesh: probe.Data["mesh"], MeshNetworks: probe.Data["meshNetworks"], Manifest: true, Namespace: probe.Metadata.Namespace}, nil
+		return Input{Higress: h, Mesh: probe.Data["mesh"], MeshNetworks: probe.Data["meshNetworks"], Manifest: true, Namespace: probe.Metadata.Namespace,
+			DataKeys: slices.Sorted(maps.Keys(probe.Data))}, nil
 	}
 	// Higress's Helm values hold the document under a higress: key, as a
 	// mapping or as the text the chart writes into the ConfigMap.
@@ -110,16 +115,23 @@ func ReadInput(data []byte) (Input, error) {
 // value of the wrong type, or one its validation rejects) is an error
 // naming the path; unknown keys, which Higress ignores, are returned.
 func Decode(src string) (cfg *Config, present map[string]bool, unknown []string, err error) {
-	cfg = defaults()
-	if err := sigsyaml.Unmarshal([]byte(src), cfg); err != nil {
-		return nil, nil, nil, fmt.Errorf("Higress would reject the document: %s", strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
-	}
-	var raw map[string]any
-	if err := sigsyaml.Unmarshal([]byte(src), &raw); err != nil {
+	cfg, keys, err := decode(src)
+	if err != nil {
 		return nil, nil, nil, err
 	}
-	present = map[string]bool{}
-	unknown = walkKeys(raw, "", knownKeys, present)
+	return cfg, keys.present, keys.unknown, nil
+}
+
+// decode is Decode, with every key the document holds.
+func decode(src string) (*Config, *docKeys, error) {
+	cfg := defaults()
+	if err := sigsyaml.Unmarshal([]byte(src), cfg); err != nil {
+		return nil, nil, fmt.Errorf("Higress would reject the document: %s", strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
+	}
+	keys, err := readKeys(src)
+	if err != nil {
+		return nil, nil, err
+	}
 	// A section written as null is a section Higress resets to its
 	// defaults.
 	d := defaults()
@@ -139,9 +151,9 @@ func Decode(src string) (cfg *Config, present map[string]bool, unknown []string,
 		cfg.Upstream = d.Upstream
 	}
 	if err := validate(cfg); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return cfg, present, unknown, nil
+	return cfg, keys, nil
 }
 
 // knownKeys are the keys Higress reads, as a tree.
@@ -160,17 +172,48 @@ var knownKeys = map[string]any{
 	"mcpServer":            "opaque",
 }
 
-// walkKeys records every key path of raw in present and returns the paths
-// Higress does not know.
-func walkKeys(raw map[string]any, prefix string, known map[string]any, present map[string]bool) []string {
-	var unknown []string
-	for _, k := range slices.Sorted(maps.Keys(raw)) {
+// docKeys are the keys a higress document holds, by path, named as
+// Higress reads them.
+type docKeys struct {
+	// present: the known keys with a value (not null).
+	present map[string]bool
+	// given: the known keys, null ones included.
+	given map[string]bool
+	// sections: the known keys that hold keys of their own (downstream,
+	// tracing.zipkin); empty: the known sections written null or with no
+	// key in them (tracing: {}, downstream: null). A path is in one of the
+	// two.
+	sections, empty map[string]bool
+	// unknown: the keys Higress does not know (it ignores them), not
+	// looked into.
+	unknown []string
+}
+
+// readKeys reads the keys of a higress document.
+func readKeys(src string) (*docKeys, error) {
+	var raw map[string]any
+	if err := sigsyaml.Unmarshal([]byte(src), &raw); err != nil {
+		return nil, err
+	}
+	k := &docKeys{present: map[string]bool{}, given: map[string]bool{}, sections: map[string]bool{}, empty: map[string]bool{}}
+	k.walk(raw, "", knownKeys)
+	for path := range k.sections {
+		// Written twice (its name in two cases), once with keys: a
+		// section.
+		delete(k.empty, path)
+	}
+	return k, nil
+}
+
+// walk records every key path of raw.
+func (k *docKeys) walk(raw map[string]any, prefix string, known map[string]any) {
+	for _, key := range slices.Sorted(maps.Keys(raw)) {
 		// Higress decodes with encoding/json, which matches a key to a
 		// field regardless of case: "downstreAm" is downstream.
-		name := k
-		if _, exact := known[k]; !exact {
+		name := key
+		if _, exact := known[key]; !exact {
 			for _, kk := range slices.Sorted(maps.Keys(known)) {
-				if strings.EqualFold(kk, k) {
+				if strings.EqualFold(kk, key) {
 					name = kk
 					break
 				}
@@ -179,20 +222,79 @@ func walkKeys(raw map[string]any, prefix string, known map[string]any, present m
 		path := fielderr.Join(prefix, name)
 		spec, ok := known[name]
 		if !ok {
-			unknown = append(unknown, fielderr.Join(prefix, k))
+			k.unknown = append(k.unknown, fielderr.Join(prefix, key))
 			continue
 		}
-		if raw[k] != nil {
-			present[path] = true
+		k.given[path] = true
+		if raw[key] != nil {
+			k.present[path] = true
 		}
-		if sub, isMap := spec.(map[string]any); isMap {
-			if m, isMap := raw[k].(map[string]any); isMap {
-				unknown = append(unknown, walkKeys(m, path, sub, present)...)
-			}
+		sub, isSection := spec.(map[string]any)
+		if !isSection {
+			continue
+		}
+		if m, isMap := raw[key].(map[string]any); isMap && len(m) > 0 {
+			k.sections[path] = true
+			k.walk(m, path, sub)
+		} else {
+			k.empty[path] = true
 		}
 	}
-	return unknown
 }
+
+// InputKeys returns the keys of an input the report gives a line each,
+// by the name the report gives them:
+//   - in the higress document, every key Higress reads that holds no keys
+//     of its own (downstream.idleTimeout, gzip.contentType), a null one
+//     included; a section written null or with no key in it
+//     (tracing: {}); mcpServer whole (its values are never shown); every
+//     key Higress does not know, by its path, not looked into;
+//   - in a ConfigMap, each key of mesh (mesh.KEY), or mesh itself when it
+//     holds none or does not parse; meshNetworks; and any other data key
+//     as data.KEY;
+//   - higress, when the document came wrapped in a higress: key.
+//
+// sections are the keys of the document that hold keys of their own
+// (downstream, tracing.skywalking): each has at most one line. A document
+// that does not parse is an error.
+func InputKeys(in Input) (keys, sections []string, err error) {
+	k, err := readKeys(in.Higress)
+	if err != nil {
+		return nil, nil, err
+	}
+	for path := range k.given {
+		if !k.sections[path] {
+			keys = append(keys, path)
+		}
+	}
+	keys = append(keys, k.unknown...)
+	sections = slices.Sorted(maps.Keys(k.sections))
+	if in.Mesh != "" || slices.Contains(in.DataKeys, "mesh") {
+		var mesh map[string]any
+		if err := sigsyaml.Unmarshal([]byte(in.Mesh), &mesh); err != nil || len(mesh) == 0 {
+			keys = append(keys, "mesh")
+		}
+		for key := range mesh {
+			keys = append(keys, "mesh."+key)
+		}
+	}
+	if in.MeshNetworks != "" || slices.Contains(in.DataKeys, "meshNetworks") {
+		keys = append(keys, "meshNetworks")
+	}
+	for _, key := range in.DataKeys {
+		if !slices.Contains(dataKeys, key) {
+			keys = append(keys, "data."+key)
+		}
+	}
+	if in.Wrapped {
+		keys = append(keys, "higress")
+	}
+	slices.Sort(keys)
+	return keys, sections, nil
+}
+
+// dataKeys are the data keys of higress-config Higress reads.
+var dataKeys = []string{"higress", "mesh", "meshNetworks"}
 
 // validate applies Higress's own checks (each of its item controllers'),
 // reporting every failure with its path.
@@ -302,20 +404,21 @@ func (t *Tracing) backends() map[string]Backend {
 
 // Convert turns a higress-config input into a globalconfig document.
 func Convert(in Input, opts Options) (*Result, error) {
-	cfg, present, unknown, err := Decode(in.Higress)
+	cfg, keys, err := decode(in.Higress)
 	if err != nil {
 		return nil, out.Bound(err)
 	}
-	c := &converter{opts: opts, cfg: cfg, present: present}
+	c := &converter{opts: opts, cfg: cfg, present: keys.present, keys: keys}
 	doc := c.document()
-	for _, k := range unknown {
+	c.reportEmptySections()
+	for _, k := range keys.unknown {
 		c.report.add(k, NotCarried, "Higress does not know this key and ignores it; so does the converted document"+suggestion(k))
 	}
 	c.reportMesh(in)
 	if in.Wrapped {
 		c.report.add("higress", Converted, "the document was read from under its higress: key, where Higress's Helm values hold it")
 	}
-	c.report.dropSameEffectOfDifferences()
+	c.report.oneLinePerKey()
 	b, err := out.Document(doc)
 	if err != nil {
 		return nil, out.Bound(higressPaths(err))

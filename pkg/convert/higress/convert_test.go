@@ -268,12 +268,25 @@ func TestGzip(t *testing.T) {
 	if got := strings.Join(c.GetResponseDirectionConfig().GetCommonConfig().GetContentType(), ","); got != "text/html,application/json,text/css" {
 		t.Errorf("content types %s", got)
 	}
-	if e := g.report.Find("gzip.contentType"); len(e) < 3 || !slices.ContainsFunc(e, func(x higress.Entry) bool { return strings.Contains(x.Detail, "never matched; written as text/html") }) ||
-		!slices.ContainsFunc(e, func(x higress.Entry) bool { return strings.Contains(x.Detail, `not carried: "not a type"`) }) {
+	// One line for the key, naming each entry that changes.
+	if e := g.report.Find("gzip.contentType"); len(e) != 1 || e[0].Verdict != higress.Difference ||
+		!strings.Contains(e[0].Detail, `never matched: "Text/HTML" (written as text/html), "application/json; charset=utf-8" (written as application/json)`) ||
+		!strings.Contains(e[0].Detail, `not carried: "not a type"`) {
 		t.Errorf("report %+v", e)
 	}
-	if g := convert(t, "gzip:\n  contentType: [\"not a type\"]\n"); g.objs["gzip"] != nil {
+	// With none left, the rest of the section is not carried with it,
+	// and each key says why.
+	g = convert(t, "gzip:\n  contentType: [\"not a type\"]\n  minContentLength: 2048\n  memoryLevel: null\n")
+	if g.objs["gzip"] != nil {
 		t.Error("gzip written with no content type Envoy can match")
+	}
+	for _, key := range []string{"gzip.minContentLength", "gzip.memoryLevel"} {
+		if e := g.report.Find(key); len(e) != 1 || e[0].Verdict != higress.NotCarried || !strings.Contains(e[0].Detail, "none of gzip.contentType's entries is a type Envoy can match") {
+			t.Errorf("%s: %+v", key, e)
+		}
+	}
+	if e := g.report.Find("gzip.enable"); len(e) != 0 {
+		t.Errorf("gzip.enable, not in the document and not written, has a line: %+v", e)
 	}
 	// Higress's request direction is off; so is ours (unset).
 	if c.GetRequestDirectionConfig() != nil {
@@ -477,6 +490,87 @@ func TestDisabledTracingWithTwoBackends(t *testing.T) {
 	if e := g.report.Find("tracing.zipkin"); len(e) != 1 || e[0].Verdict != higress.NotCarried || !strings.Contains(e[0].Detail, "skywalking is written, zipkin is not") {
 		t.Errorf("report %+v", e)
 	}
+	// The keys of the backend left out go with it, and say so.
+	for key, value := range map[string]string{"tracing.zipkin.service": "zipkin.istio-system.svc.cluster.local", "tracing.zipkin.port": "9411"} {
+		if e := g.report.Find(key); len(e) != 1 || e[0].Verdict != higress.NotCarried || e[0].Value != value ||
+			!strings.Contains(e[0].Detail, "tracing.zipkin is not written (tracing is off, and globalconfig's tracing takes one backend: skywalking is written)") {
+			t.Errorf("%s: %+v", key, e)
+		}
+	}
+	// Three backends: the two left out in a fixed order, their secret
+	// never shown.
+	src := "tracing:\n  zipkin: {service: z.ns.svc.cluster.local, port: \"9411\"}\n  opentelemetry: {service: o.ns.svc.cluster.local, port: \"4317\"}\n  skywalking: {service: s.ns.svc.cluster.local, port: \"11800\", access_token: s3cr3t}\n"
+	first := convert(t, src).report
+	for i := 0; i < 10; i++ {
+		if again := convert(t, src).report; fmt.Sprint(again) != fmt.Sprint(first) {
+			t.Fatalf("the report's order changes from run to run:\n%v\n%v", first, again)
+		}
+	}
+	if strings.Contains(fmt.Sprint(first), "s3cr3t") {
+		t.Errorf("the access token is shown: %v", first)
+	}
+}
+
+// Every key of the input has one line: keys written null, sections
+// written null or empty, an empty access token, an empty mesh, a data key
+// Higress does not read.
+func TestEveryKeyHasALine(t *testing.T) {
+	in, err := higress.ReadInput([]byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: higress-config, namespace: higress-system}
+data:
+  higress: |
+    downstream: {}
+    upstream: {idleTimeout: null}
+    disableXEnvoyHeaders: null
+    tracing:
+      enable: true
+      zipkin: null
+      skywalking: {service: s.ns.svc.cluster.local, port: "11800", access_token: ""}
+  mesh: "{}"
+  meshNetworks: ""
+  higres: "x-secret-value"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := higress.Convert(in, higress.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, w := range map[string]struct {
+		verdict higress.Verdict
+		value   string
+		detail  string
+	}{
+		"downstream":                      {higress.DefaultWritten, "", "empty: Higress applied the section's defaults"},
+		"upstream.idleTimeout":            {higress.Difference, "10", "Higress's default, written out → upstream.idleTimeout; Higress merges the deprecated"},
+		"disableXEnvoyHeaders":            {higress.Converted, "", "null is Higress's default, false"},
+		"tracing.zipkin":                  {higress.Converted, "", "null sets no backend"},
+		"tracing.skywalking.access_token": {higress.Converted, "", "empty, so no token is sent"},
+		"mesh":                            {higress.NotCarried, "", "with no setting in it"},
+		"meshNetworks":                    {higress.NotCarried, "", "multi-network"},
+		"data.higres":                     {higress.NotCarried, "", `Higress reads no such data key of higress-config (only higress, mesh and meshNetworks), so neither does the conversion (did you mean "higress"?)`},
+	} {
+		if e := res.Report.Find(key); len(e) != 1 || e[0].Verdict != w.verdict || e[0].Value != w.value || !strings.Contains(e[0].Detail, w.detail) {
+			t.Errorf("%s: %+v, want one line %q = %q with %q", key, e, w.verdict, w.value, w.detail)
+		}
+	}
+	keys, _, err := higress.InputKeys(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if n := len(res.Report.Find(k)); n != 1 {
+			t.Errorf("%s: %d lines", k, n)
+		}
+	}
+	if want := "data.higres"; !slices.Contains(keys, want) || slices.Contains(keys, "downstream.idleTimeout") {
+		t.Errorf("InputKeys: %v", keys)
+	}
+	if strings.Contains(fmt.Sprint(res.Report), "x-secret-value") {
+		t.Error("a data key's value is shown")
+	}
 }
 
 // A Higress Helm values file as teams keep it converts as Higress reads
@@ -504,7 +598,7 @@ func TestHelmValuesFile(t *testing.T) {
 			t.Errorf("lacks %q:\n%s", want, text)
 		}
 	}
-	if strings.Contains(text, "r3d1s-s3cret") || strings.Contains(text, "Text/HTML\n") && !strings.Contains(report.String(), "gzip.contentType = Text/HTML") {
+	if strings.Contains(text, "r3d1s-s3cret") || !strings.Contains(report.String(), `"Text/HTML" (written as text/html)`) {
 		t.Errorf("the password shown, or Text/HTML not explained:\n%s", text)
 	}
 	g := convert(t, in.Higress)

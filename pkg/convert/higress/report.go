@@ -23,8 +23,9 @@ const (
 	// Difference: a deliberate difference; the detail says what changes at
 	// the proxy.
 	Difference Verdict = "difference"
-	// NotCarried: the key has no place in globalconfig; the detail says
-	// why.
+	// NotCarried: the key is not in the converted document: it has no
+	// place in globalconfig, or it goes with a key that is not written
+	// (which the detail names); the detail says why.
 	NotCarried Verdict = "not carried"
 )
 
@@ -74,20 +75,47 @@ func suggestion(path string) string {
 	return ""
 }
 
-// dropSameEffectOfDifferences removes the "converted (same effect)" entry
-// of a key that also has a difference: a key is listed once as what it
-// is, and a difference is what it is.
-func (r *Report) dropSameEffectOfDifferences() {
+// oneLinePerKey leaves a key with a difference one line, the
+// difference: a key is listed once, as what it is. Its "converted (same
+// effect)" line is dropped, and the default Higress applied without it is
+// folded into the difference, which names it.
+func (r *Report) oneLinePerKey() {
 	differs := map[string]bool{}
+	defaults := map[string]Entry{}
 	for _, e := range r.Entries {
 		if e.Verdict == Difference {
 			differs[e.Key] = true
 		}
 	}
-	kept := r.Entries[:0]
 	for _, e := range r.Entries {
-		if e.Verdict == Converted && differs[e.Key] {
+		if _, seen := defaults[e.Key]; e.Verdict == DefaultWritten && differs[e.Key] && !seen {
+			defaults[e.Key] = e
+		}
+	}
+	at := map[string]int{} // a key's difference, in kept
+	var kept []Entry
+	for _, e := range r.Entries {
+		if !differs[e.Key] {
+			kept = append(kept, e)
 			continue
+		}
+		switch e.Verdict {
+		case Converted, DefaultWritten:
+			continue
+		case Difference:
+			if i, ok := at[e.Key]; ok {
+				kept[i].Detail += "; " + e.Detail
+				continue
+			}
+			if d, ok := defaults[e.Key]; ok {
+				if d.Value != "" {
+					e.Value = d.Value
+					e.Detail = "Higress's default, written out " + d.Detail + "; " + e.Detail
+				} else {
+					e.Detail = d.Detail + "; " + e.Detail
+				}
+			}
+			at[e.Key] = len(kept)
 		}
 		kept = append(kept, e)
 	}

@@ -228,6 +228,39 @@ func (c *converter) verdict(v value, verdict Verdict, detail string) {
 	}
 }
 
+// notCarried gives each key of vs the ConfigMap sets the verdict
+// NotCarried: it depends on a key that was not converted, which why names,
+// with the reason.
+func (c *converter) notCarried(why string, vs ...value) {
+	for _, v := range vs {
+		if v.set {
+			c.report.AddValue(v.key, shownRaw(v.raw), NotCarried, why)
+		}
+	}
+}
+
+// amend changes the verdict and detail of key's line with verdict from,
+// when a later rule learns the first was not the whole story; it reports
+// whether there was such a line.
+func (c *converter) amend(key string, from, to Verdict, detail string) bool {
+	for i, e := range c.report.Entries {
+		if e.Key == key && e.Verdict == from {
+			c.report.Entries[i].Verdict, c.report.Entries[i].Detail = to, detail
+			return true
+		}
+	}
+	return false
+}
+
+// shownRaw is how a value of a key that holds no secret reads in the
+// report: cut to maxShownValue, and "" when empty.
+func shownRaw(raw string) string {
+	if raw == "" {
+		return `""`
+	}
+	return out.Cut(raw, maxShownValue)
+}
+
 // write sets path (a.b.c) in the document, with a comment.
 func (c *converter) write(path string, n *yaml.Node, comment string) {
 	parts := strings.Split(path, ".")
@@ -361,6 +394,20 @@ func hint(key string) string {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
+}
+
+// KnownKeys returns the keys of ingress-nginx's ConfigMap the converter
+// knows, sorted: those it converts by value and those whose verdict is
+// fixed. Any other key is reported unknown.
+func KnownKeys() []string {
+	known := slices.Collect(maps.Keys(fixedKeys))
+	for _, k := range convertedKeys {
+		if !slices.Contains(known, k) {
+			known = append(known, k)
+		}
+	}
+	slices.Sort(known)
+	return known
 }
 
 // convertedKeys are the keys the converter reads by value.

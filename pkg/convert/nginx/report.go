@@ -31,6 +31,10 @@ const (
 	// NotSupported: no safe Envoy equivalent that globalconfig builds
 	// today; the detail says why and what to do instead.
 	NotSupported Verdict = "not supported"
+	// NotCarried: the key could have been converted, but a key it
+	// depends on was not (refused, or not supported), so there is nothing
+	// for it to go with; the detail names that key and why.
+	NotCarried Verdict = "not carried"
 	// Insecure: raw nginx configuration (snippets), refused.
 	Insecure Verdict = "insecure, refused"
 	// Unknown: a key ingress-nginx does not read (a typo, or a key of
@@ -38,7 +42,7 @@ const (
 	Unknown Verdict = "unknown key"
 )
 
-var verdictOrder = []Verdict{Converted, DefaultWritten, DefaultSkipped, DefaultAlready, NotNeeded, NotSupported, Insecure, Unknown}
+var verdictOrder = []Verdict{Converted, DefaultWritten, DefaultSkipped, DefaultAlready, NotNeeded, NotSupported, NotCarried, Insecure, Unknown}
 
 var titles = map[Verdict]string{
 	Converted:      "converted",
@@ -47,6 +51,7 @@ var titles = map[Verdict]string{
 	DefaultAlready: "default already (Envoy or Istio already behaves this way)",
 	NotNeeded:      "not needed with Envoy",
 	NotSupported:   "not supported (not converted; what to do instead)",
+	NotCarried:     "not carried (a key it depends on was not converted)",
 	Insecure:       "insecure, refused",
 	Unknown:        "unknown key (ingress-nginx does not read it)",
 }
@@ -61,11 +66,11 @@ type Report struct{ out.Report[Verdict] }
 func (r Report) Write(w io.Writer) { r.Report.Write(w, verdictOrder, titles) }
 
 // NotConverted returns the entries for keys, or parts of keys, the
-// document does not carry: not supported, refused or unknown. A
-// conversion with any is incomplete.
+// document does not carry: not supported, not carried, refused or
+// unknown. A conversion with any is incomplete.
 func (r Report) NotConverted() []Entry {
 	var out []Entry
-	for _, v := range []Verdict{NotSupported, Insecure, Unknown} {
+	for _, v := range []Verdict{NotSupported, NotCarried, Insecure, Unknown} {
 		out = append(out, r.Of(v)...)
 	}
 	return out

@@ -162,10 +162,17 @@ func (c *converter) clientIP() {
 			c.verdict(cidrs, NotSupported, "see "+on.key)
 			c.clientSource("the connection's peer address: without --trusted-hops no X-Forwarded-For entry is trusted, where nginx trusted some")
 		}
-		if useForwarded && useReal {
+		switch {
+		case useForwarded && useReal && c.opts.TrustedHops != nil:
 			// Not Envoy's default: it takes effect with
 			// use-forwarded-headers, whose line says how.
 			c.report.AddValue(realIP.key, realIP.raw, Converted, "together with use-forwarded-headers, which it repeats: see that line")
+		case useForwarded && useReal:
+			c.report.AddValue(realIP.key, realIP.raw, NotSupported, "together with use-forwarded-headers, which it repeats, and not supported for the same reason: see that line")
+		case useForwarded:
+			c.verdict(realIP, NotNeeded, "false changes nothing for the client address: use-forwarded-headers true turns the same detection on; see that line")
+		default:
+			c.verdict(forwarded, NotNeeded, "false changes nothing for the client address: enable-real-ip true turns its detection on by itself; see that line")
 		}
 	}
 
@@ -232,7 +239,8 @@ func (c *converter) tls() {
 	lo := c.protocols(cbc)
 	switch {
 	case len(suites) > 0 && lo == "TLSv1_3":
-		c.report.Add("ssl-ciphers", NotNeeded, "with TLS 1.3 only, the suites have no effect (TLS 1.3's can't be configured); not written")
+		// ciphers gave the key its line before ssl-protocols was read.
+		c.amend("ssl-ciphers", Converted, NotNeeded, "with TLS 1.3 only (ssl-protocols), the suites have no effect (TLS 1.3's can't be configured); not written")
 	case len(suites) > 0:
 		c.write("tls.cipherSuites", out.List(suites), "ssl-ciphers")
 	}
@@ -350,16 +358,22 @@ func (c *converter) ciphers() (suites []string, cbc bool) {
 	if len(tls13) > 0 {
 		notes = append(notes, fmt.Sprintf("%s dropped: BoringSSL always offers its TLS 1.3 suites and lets none be configured", strings.Join(tls13, ", ")))
 	}
-	if len(unknown) > 0 {
-		c.report.AddValue(v.key, v.raw, NotSupported, fmt.Sprintf("%s: not suites BoringSSL implements (no CAMELLIA, ARIA, CCM, RC4 or SHA-2 CBC suites); the others are converted", strings.Join(unknown, ", ")))
-	}
+	notImplemented := fmt.Sprintf("%s: not suites BoringSSL implements (no CAMELLIA, ARIA, CCM, RC4 or SHA-2 CBC suites)", strings.Join(unknown, ", "))
 	switch {
 	case len(kept) == 0:
 		if v.set {
-			c.report.AddValue(v.key, v.raw, NotSupported, "none of the suites is one Envoy has; Envoy's default suites apply")
+			detail := "none of the suites is one Envoy has; Envoy's default suites apply"
+			if len(unknown) > 0 {
+				detail += "; " + notImplemented
+			}
+			c.report.AddValue(v.key, v.raw, NotSupported, detail+suffix(strings.Join(notes, "; ")))
 		}
 		return nil, false
-	case sameSet(kept, envoyDefaultCiphers):
+	case len(unknown) > 0:
+		// A part of the key: its line says what the rest became.
+		c.report.AddValue(v.key+" (not carried)", strings.Join(unknown, ":"), NotSupported, notImplemented+"; the others are converted")
+	}
+	if sameSet(kept, envoyDefaultCiphers) {
 		c.verdict(v, DefaultAlready, "the suites Envoy offers by default"+suffix(strings.Join(notes, "; ")))
 		return nil, false
 	}
@@ -394,13 +408,17 @@ func (c *converter) curves() {
 			unknown = append(unknown, s)
 		}
 	}
+	notOffered := fmt.Sprintf("%s: not groups Envoy offers (%s)", strings.Join(unknown, ", "), strings.Join(tls.Curves, ", "))
+	if len(kept) == 0 {
+		c.report.AddValue(v.key, v.raw, NotSupported, notOffered)
+		return
+	}
 	if len(unknown) > 0 {
-		c.report.AddValue(v.key, v.raw, NotSupported, fmt.Sprintf("%s: not groups Envoy offers (%s)", strings.Join(unknown, ", "), strings.Join(tls.Curves, ", ")))
+		// A part of the key: its line says what the rest became.
+		c.report.AddValue(v.key+" (not carried)", strings.Join(unknown, ":"), NotSupported, notOffered+"; the others are converted")
 	}
-	if len(kept) > 0 {
-		c.write("tls.ecdhCurves", out.List(kept), "ssl-ecdh-curve: "+v.raw)
-		c.report.AddValue(v.key, v.raw, Converted, "→ tls.ecdhCurves: "+out.Shown(out.List(kept)))
-	}
+	c.write("tls.ecdhCurves", out.List(kept), "ssl-ecdh-curve: "+v.raw)
+	c.report.AddValue(v.key, v.raw, Converted, "→ tls.ecdhCurves: "+out.Shown(out.List(kept)))
 }
 
 func (c *converter) hsts() {
@@ -476,6 +494,8 @@ func (c *converter) responseHeaders() {
 			c.report.AddValue(v.key, v.raw, Converted, "→ headers.response.remove: removed from every response"+suffix(strings.Join(skipped, "; ")))
 		} else if len(skipped) > 0 {
 			c.report.AddValue(v.key, v.raw, NotSupported, strings.Join(skipped, "; "))
+		} else {
+			c.report.AddValue(v.key, shownRaw(v.raw), DefaultAlready, "names no header: nothing to remove")
 		}
 	}
 	c.headerMapTo("add-headers", "headers.responseHeaders", "set on every response, replacing the service's, as nginx's more_set_headers did")
@@ -499,6 +519,7 @@ func (c *converter) headerMapTo(key, path, meaning string) {
 		return
 	}
 	var done []string
+	writtenBy := map[string]string{} // header → the entry that wrote it
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		h := strings.ToLower(name)
 		t := translate(m[name])
@@ -511,15 +532,31 @@ func (c *converter) headerMapTo(key, path, meaning string) {
 		case len(t.missing) > 0:
 			c.report.AddValue(entry, m[name], NotSupported, fmt.Sprintf("%s: no Envoy equivalent; the header is left out", strings.Join(t.missing, ", ")))
 		default:
+			if earlier, ok := writtenBy[h]; ok {
+				// Two entries for one header, their names in another
+				// case: the later one replaces the earlier in the
+				// document, and the earlier says so.
+				replaced := fmt.Sprintf("%s, later in the ConfigMap, sets the same header (header names ignore case), and the gateway sets one value per header: this entry is not carried", entry)
+				if !c.amend(key+": "+earlier, Converted, NotSupported, replaced) {
+					c.report.Add(key+": "+earlier, NotSupported, replaced)
+				}
+			} else {
+				done = append(done, h)
+			}
+			writtenBy[h] = name
 			c.write(path+"."+h, out.Str(t.text), "")
-			done = append(done, h)
 			if len(t.notes) > 0 {
 				c.report.AddValue(entry, m[name], Converted, "→ "+path+"."+h+": "+t.text+suffix(strings.Join(t.notes, "; ")))
 			}
 		}
 	}
-	if len(done) > 0 {
+	switch ref := qualify(v.raw, c.in.Namespace); {
+	case len(done) > 0:
 		c.report.AddValue(key, v.raw, Converted, fmt.Sprintf("→ %s (%s): %s", path, strings.Join(done, ", "), meaning))
+	case len(m) == 0:
+		c.report.AddValue(key, v.raw, DefaultAlready, fmt.Sprintf("names the ConfigMap %s, which holds no header: nothing to set", ref))
+	default:
+		c.report.AddValue(key, v.raw, NotSupported, fmt.Sprintf("none of the headers of the ConfigMap %s carried over: see the %s: lines", ref, key))
 	}
 }
 
@@ -588,11 +625,12 @@ func (c *converter) timeouts() {
 	uIdle := c.get("upstream-keepalive-timeout", "60")
 	c.putSetOnly(uIdle, "upstream.idleTimeout", seconds(c.integer(uIdle, 1)), "an idle connection to a service is closed after this, as in nginx", "Envoy's 1h applies")
 	uConns := c.get("upstream-keepalive-connections", "320")
+	uReq := c.get("upstream-keepalive-requests", "10000")
 	if n := c.integer(uConns, 0); n == 0 {
 		c.write("upstream.maxRequestsPerConnection", out.Int(1), "upstream-keepalive-connections: 0")
 		c.report.AddValue(uConns.key, uConns.raw, Converted, "→ upstream.maxRequestsPerConnection: 1: 0 turns nginx's connection reuse off; Envoy opens a connection per request"+upstreamProtocolNote)
+		c.verdict(uReq, NotNeeded, "upstream-keepalive-connections is 0: nginx reused no connection, so none served more than one request; the document sets one request per connection (see that line)")
 	} else {
-		uReq := c.get("upstream-keepalive-requests", "10000")
 		c.putSetOnly(uReq, "upstream.maxRequestsPerConnection", out.Int(c.integer(uReq, 1)), "a connection to a service is closed after this many requests, as in nginx", "Envoy sets no limit")
 		c.verdict(uConns, NotNeeded, "nginx caches this many idle connections per worker and closes the rest; Envoy keeps every idle connection until upstream.idleTimeout (upstream-keepalive-timeout)")
 	}
@@ -688,9 +726,12 @@ func (c *converter) accessLog() {
 	format := c.get("log-format-upstream", defaultLogFormat)
 	escape := c.get("log-format-escape-json", "false")
 	if c.boolean(off) || c.boolean(offHTTP) {
-		for _, v := range []value{off, offHTTP} {
+		for i, v := range []value{off, offHTTP} {
 			if c.boolean(v) {
 				c.report.AddValue(v.key, v.raw, Converted, "→ no accessLog section: globalconfig adds no access log (Istio's own, meshConfig.accessLogFile, is separate)")
+			} else {
+				other := []value{offHTTP, off}[i]
+				c.verdict(v, NotNeeded, other.key+" is true: access logging is off anyway")
 			}
 		}
 		for _, v := range []value{path, httpPath, format, escape} {
@@ -710,26 +751,32 @@ func (c *converter) accessLog() {
 	} else {
 		c.report.AddValue(off.key, off.raw, DefaultWritten, logged)
 	}
+	c.verdict(offHTTP, Converted, "→ accessLog: HTTP requests are logged, as by nginx (see disable-access-log)")
 
 	file, source := path, "access-log-path"
 	if httpPath.set && httpPath.raw != "" {
 		file, source = httpPath, "http-access-log-path"
 		c.verdict(path, NotNeeded, "http-access-log-path takes precedence")
 	}
-	if !strings.HasPrefix(file.raw, "/") {
-		c.probs.Addf(file.key, "must be an absolute path, got %q", file.raw)
-	}
-	dest, detail := file.raw, "a file in the istio-proxy container: mount a volume there, or use /dev/stdout"
+	dest, detail := file.raw, "a file in the istio-proxy container, on an emptyDir Istio mounts"
 	switch file.raw {
 	case defaultLogPath:
 		dest, detail = "/dev/stdout", "ingress-nginx's image links "+defaultLogPath+" to /dev/stdout"
 	case "/dev/stdout", "/dev/stderr":
 		detail = ""
 	}
-	if source == "http-access-log-path" || file.set {
+	var writable items.Problems
+	items.CheckProxyFile(&writable, "", dest)
+	switch {
+	case writable.Len() > 0:
+		c.write("accessLog.path", out.Str("/dev/stdout"), source+": "+file.raw+" can't be written by an Istio proxy")
+		c.report.AddValue(file.key, file.raw, NotSupported, "→ accessLog.path: /dev/stdout: an Istio proxy can't write "+file.raw+
+			" (its root filesystem is read-only, and Envoy refuses every listener whose log it can't open); to keep a file, mount a volume under "+
+			strings.Join(items.ProxyWritable, " or ")+" and set accessLog.path to a file there")
+	case source == "http-access-log-path" || file.set:
 		c.write("accessLog.path", out.Str(dest), source+": "+file.raw)
 		c.report.AddValue(file.key, file.raw, Converted, "→ accessLog.path: "+dest+suffix(detail))
-	} else {
+	default:
 		c.write("accessLog.path", out.Str(dest), "ingress-nginx default ("+source+": "+file.raw+")")
 	}
 
@@ -748,6 +795,7 @@ func (c *converter) accessLog() {
 			c.report.AddValue(escape.key, escape.raw, DefaultAlready, "Envoy escapes the values of JSON formats itself")
 		} else {
 			notes = append(notes, "Envoy escapes the values, which nginx did only with log-format-escape-json")
+			c.verdict(escape, NotNeeded, "Envoy escapes the values of JSON formats itself and can't be told not to (nginx's own \\xHH escaping, which false kept, is not JSON); see log-format-upstream")
 		}
 		c.reportFormat(format, "→ accessLog.json: a JSON object per line, its fields in Envoy's command operators", dedupe(missing), dedupe(notes))
 		return
@@ -756,6 +804,8 @@ func (c *converter) accessLog() {
 	c.write("accessLog.format", out.Str(t.text+"\n"), "")
 	if esc {
 		c.report.AddValue(escape.key, escape.raw, NotSupported, "Envoy escapes values only in JSON formats (accessLog.json); write log-format-upstream as a JSON object to convert it to one")
+	} else {
+		c.verdict(escape, NotNeeded, "Envoy applies no JSON escaping to text formats either (it writes their values as they are, where nginx escaped \" and control characters as \\xHH)")
 	}
 	c.reportFormat(format, "→ accessLog.format: nginx's variables become Envoy's command operators", dedupe(t.missing), dedupe(t.notes))
 }
@@ -772,7 +822,9 @@ func (c *converter) reportFormat(format value, to string, missing, notes []strin
 	default:
 		c.report.Add(format.key, Converted, detail)
 		if len(missing) > 0 {
-			c.report.Add(format.key, NotSupported, gap)
+			// A part of the key: the format is converted, these
+			// variables are not.
+			c.report.Add(format.key+" (not carried)", NotSupported, gap)
 		}
 	}
 }
@@ -804,14 +856,22 @@ func (c *converter) tracing() {
 		}
 		return
 	}
+	// The other keys go with the collector: without one there is no
+	// tracing section for them to go with.
+	dependents := []value{port, name, sampler, ratio, parent, trust}
 	if host.raw == "" {
 		c.report.AddValue(on.key, on.raw, NotSupported, "no otlp-collector-host: nginx had nowhere to send spans, and tracing needs a collector")
+		if host.set {
+			c.report.AddValue(host.key, `""`, NotSupported, "empty: nginx had nowhere to send spans; give the collector's service name")
+		}
+		c.notCarried("enable-opentelemetry was not converted (no otlp-collector-host: no collector to send spans to), so no tracing section is written for this key to go with", dependents...)
 		return
 	}
-	service, note, ok := serviceHost(host.raw, c.in.Namespace)
-	if !ok {
-		c.report.AddValue(host.key, host.raw, NotSupported, note)
-		c.report.AddValue(on.key, on.raw, NotSupported, "see otlp-collector-host")
+	service, note, refused := serviceHost(host.raw, c.in.Namespace)
+	if refused != "" {
+		c.report.AddValue(host.key, out.Cut(host.raw, maxShownValue), NotSupported, note)
+		c.report.AddValue(on.key, on.raw, NotSupported, "otlp-collector-host was refused ("+refused+"), and tracing needs a collector: see otlp-collector-host")
+		c.notCarried("otlp-collector-host was refused ("+refused+"), so no tracing section is written for this key to go with; convert again once it names the collector's service", dependents...)
 		return
 	}
 	p := c.integer(port, 1)
@@ -865,27 +925,51 @@ func (c *converter) tracing() {
 
 // serviceHost turns nginx's collector host into the service host name
 // Istio names the collector's cluster by: SERVICE.NAMESPACE.svc.cluster.local.
-func serviceHost(host, namespace string) (service, note string, ok bool) {
+// A host it can't turn into one is refused: refused says why in a few
+// words, note at length.
+func serviceHost(host, namespace string) (service, note, refused string) {
+	if isPlaceholder(host) {
+		return "", "otlp-collector-host is a template placeholder, not a host name: convert the ConfigMap as it is deployed (helm template, or after your pipeline substitutes the value)", "a template placeholder"
+	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return "", "otlp-collector-host is an address; the tracing item sends spans to a service Istio knows (a Service, or a ServiceEntry for one outside the cluster): give its host name", false
+		return "", "otlp-collector-host is an address; the tracing item sends spans to a service Istio knows (a Service, or a ServiceEntry for one outside the cluster): give its host name", "an address, not a service name"
 	}
 	// Host names ignore case; Istio's service names are lower case.
 	host = strings.ToLower(host)
 	if msgs := validation.IsDNS1123Subdomain(strings.TrimSuffix(host, ".")); len(msgs) > 0 {
-		return "", "otlp-collector-host is not a host name, so nginx could not resolve it either: " + msgs[0], false
+		return "", "otlp-collector-host is not a host name, so nginx could not resolve it either: " + msgs[0], "not a host name"
 	}
 	switch parts := strings.Split(strings.TrimSuffix(host, "."), "."); {
 	case strings.HasSuffix(host, ".svc.cluster.local"):
-		return host, "", true
+		return host, "", ""
 	case len(parts) == 1:
-		return fmt.Sprintf("%s.%s.svc.cluster.local", host, namespace), "a short name, which nginx resolved in its own namespace " + namespace, true
+		return fmt.Sprintf("%s.%s.svc.cluster.local", host, namespace), "a short name, which nginx resolved in its own namespace " + namespace, ""
 	case len(parts) == 2 || len(parts) == 3 && parts[2] == "svc":
-		return fmt.Sprintf("%s.%s.svc.cluster.local", parts[0], parts[1]), "the service's full name in a cluster whose domain is cluster.local", true
+		return fmt.Sprintf("%s.%s.svc.cluster.local", parts[0], parts[1]), "the service's full name in a cluster whose domain is cluster.local", ""
 	}
-	return host, "a host outside the cluster: Istio needs a ServiceEntry for it", true
+	return host, "a host outside the cluster: Istio needs a ServiceEntry for it", ""
+}
+
+// isPlaceholder reports whether a value is a template's placeholder left
+// in the ConfigMap ({{ .Values.x }}, $HOST, ${HOST}) rather than a value.
+func isPlaceholder(s string) bool {
+	return strings.Contains(s, "{{") || strings.HasPrefix(s, "$")
 }
 
 func (c *converter) ipAccess() {
+	c.ipRanges()
+	c.blockUserAgents()
+	refs := c.get("block-referers", "")
+	if refs.set && refs.raw == "" {
+		c.report.AddValue(refs.key, `""`, DefaultAlready, "empty: nothing to block")
+		return
+	}
+	c.verdict(refs, NotSupported, "no item matches the Referer header; an AuthorizationPolicy with action DENY and a when condition on request.headers[Referer] does it (exact values and prefix or suffix wildcards; nginx's ~ regular expressions don't carry over)")
+}
+
+// ipRanges converts the address ranges: whitelist-source-range,
+// denylist-source-range and block-cidrs.
+func (c *converter) ipRanges() {
 	allow := c.get("whitelist-source-range", "")
 	deny := c.get("denylist-source-range", "")
 	block := c.get("block-cidrs", "")
@@ -951,7 +1035,8 @@ func (c *converter) ipAccess() {
 		}
 		return kept, set
 	}
-	denied, deniedSet := clean(append(read(deny), read(block)...))
+	denyEntries, blockEntries := read(deny), read(block)
+	denied, deniedSet := clean(append(slices.Clone(denyEntries), blockEntries...))
 	cleanAllow, _ := clean(read(allow))
 	var allowed []entry
 	for _, a := range cleanAllow {
@@ -979,11 +1064,29 @@ func (c *converter) ipAccess() {
 		}
 		return out
 	}
-	for _, d := range denied {
-		if d.pfx.Bits() == 0 {
-			c.report.AddValue(d.key, c.in.Data[d.key], NotSupported, d.pfx.String()+" denies every client; globalconfig refuses a deny range that wide: scale the gateway to zero, or remove its Gateway servers")
-			return
+	// A deny range of every address is refused, and the address ranges
+	// are written together or not at all.
+	var everyone []string
+	for _, x := range []struct {
+		v  value
+		es []entry
+	}{{deny, denyEntries}, {block, blockEntries}} {
+		if i := slices.IndexFunc(x.es, func(e entry) bool { return e.pfx.Bits() == 0 }); i >= 0 {
+			everyone = append(everyone, x.v.key)
+			c.report.AddValue(x.v.key, shownRaw(x.v.raw), NotSupported, x.es[i].pfx.Masked().String()+" denies every client; globalconfig refuses a deny range that wide: scale the gateway to zero, or remove its Gateway servers")
 		}
+	}
+	if len(everyone) > 0 {
+		was := " was refused"
+		if len(everyone) > 1 {
+			was = " were refused"
+		}
+		for _, v := range []value{allow, deny, block} {
+			if v.set && v.raw != "" && !slices.Contains(everyone, v.key) {
+				c.report.AddValue(v.key, shownRaw(v.raw), NotCarried, strings.Join(everyone, " and ")+was+" (a range that denies every client), and the address ranges are written together or not at all: none is written")
+			}
+		}
+		return
 	}
 	if n := len(allowed) + len(denied); n > ipaccess.MaxRanges {
 		for _, v := range []value{allow, deny, block} {
@@ -1018,13 +1121,6 @@ func (c *converter) ipAccess() {
 		}
 		c.report.AddValue(x.v.key, x.v.raw, Converted, fmt.Sprintf("→ %s: %s; %s%s", x.to, strings.Join(x.kept, ", "), x.detail, suffix(strings.Join(notes[x.v.key], "; "))))
 	}
-	c.blockUserAgents()
-	refs := c.get("block-referers", "")
-	if refs.set && refs.raw == "" {
-		c.report.AddValue(refs.key, `""`, DefaultAlready, "empty: nothing to block")
-		return
-	}
-	c.verdict(refs, NotSupported, "no item matches the Referer header; an AuthorizationPolicy with action DENY and a when condition on request.headers[Referer] does it (exact values and prefix or suffix wildcards; nginx's ~ regular expressions don't carry over)")
 }
 
 // blockUserAgents converts block-user-agents, nginx map source values,
@@ -1053,12 +1149,15 @@ func (c *converter) blockUserAgents() {
 		c.report.AddValue(v.key, "", NotSupported, fmt.Sprintf("%d user agents; ipAccess.denyUserAgents takes at most %d, each tried on every request", len(kept), ipaccess.MaxUserAgents))
 		return
 	}
-	if len(kept) > 0 {
-		c.write("ipAccess.denyUserAgents", out.List(kept), "block-user-agents")
-		c.report.AddValue(v.key, out.Cut(v.raw, maxShownValue), Converted, "→ ipAccess.denyUserAgents: requests with these User-Agents are answered 403, as by nginx; read as nginx's map reads them (a plain value whole and ignoring case, ~ and ~* regular expressions)")
+	const cantRun = "regular expressions Envoy's RE2 engine can't run (lookaround, backreferences), or empty entries: those clients are no longer blocked; rewrite them in RE2 syntax"
+	if len(kept) == 0 {
+		c.report.AddValue(v.key, out.Cut(strings.Join(refused, ", "), maxShownValue), NotSupported, "none carried: "+cantRun)
+		return
 	}
+	c.write("ipAccess.denyUserAgents", out.List(kept), "block-user-agents")
+	c.report.AddValue(v.key, out.Cut(v.raw, maxShownValue), Converted, "→ ipAccess.denyUserAgents: requests with these User-Agents are answered 403, as by nginx; read as nginx's map reads them (a plain value whole and ignoring case, ~ and ~* regular expressions)")
 	if len(refused) > 0 {
-		c.report.AddValue(v.key+" (not carried)", strings.Join(refused, ", "), NotSupported, "regular expressions Envoy's RE2 engine can't run (lookaround, backreferences), or empty entries: those clients are no longer blocked; rewrite them in RE2 syntax")
+		c.report.AddValue(v.key+" (not carried)", strings.Join(refused, ", "), NotSupported, cantRun)
 	}
 }
 
