@@ -4,7 +4,8 @@
 #   make run     the main job: a local API server, the example ConfigMap and
 #                the controller keeping its EnvoyFilters (Ctrl-C stops)
 #   make bench   benchmarks, figures printed
-#   make fuzz    a bounded run of the document fuzzer
+#   make fuzz    bounded runs of the fuzzers: documents, converters, and
+#                validation against real Envoys (FuzzEnvoyAgreement)
 #   make compat  decode every generated patch with the Envoy API of each
 #                Istio release it goes to (make test runs it too)
 
@@ -59,7 +60,29 @@ COMPAT_VERSIONS    := v1.32.3 v1.32.4 v1.35.0 v1.36.0 v1.37.0 v1.38.0 v1.39.0 v1
 COMPAT_DIR         := $(TOOLS_DIR)/compat
 export GLOBALCONFIG_COMPAT_DIR = $(COMPAT_DIR)
 
-.PHONY: all build test vet run bench fuzz golden docs clean tools kube-tools compat-tools compat envoy-tools envoy-path
+# Global rate limiting: the reference rate-limit service Envoy's ratelimit
+# filter calls (envoyproxy/ratelimit has no release tag since v1.4.0: the
+# newest pseudo-version the module proxy serves), its config checker, and
+# the Redis it keeps its counters in (Debian's build, installed by
+# test/tools/redis/install.sh, keyed by Redis' own version).
+RATELIMIT_VERSION  := v1.4.1-0.20260122083618-3fb702589d36
+RATELIMIT          := $(TOOLS_DIR)/ratelimit-$(RATELIMIT_VERSION)
+RATELIMIT_CHECK    := $(TOOLS_DIR)/ratelimit-config-check-$(RATELIMIT_VERSION)
+REDIS_VERSION      := 7.0.15
+REDIS              := $(TOOLS_DIR)/redis-$(REDIS_VERSION)/redis-server
+# External authorization: oauth2-proxy (HTTP ext_authz, basic auth from an
+# htpasswd file, no identity provider) and Istio's sample ext_authz server
+# (HTTP and gRPC), from the Istio module test/tools/istio already builds.
+OAUTH2_PROXY_VERSION := v7.15.6
+OAUTH2_PROXY       := $(TOOLS_DIR)/oauth2-proxy-$(OAUTH2_PROXY_VERSION)
+EXTAUTHZ           := $(TOOLS_DIR)/extauthz-$(ISTIO_VERSION)
+export GLOBALCONFIG_RATELIMIT              = $(RATELIMIT)
+export GLOBALCONFIG_RATELIMIT_CONFIG_CHECK = $(RATELIMIT_CHECK)
+export GLOBALCONFIG_REDIS                  = $(REDIS)
+export GLOBALCONFIG_OAUTH2_PROXY           = $(OAUTH2_PROXY)
+export GLOBALCONFIG_EXTAUTHZ               = $(EXTAUTHZ)
+
+.PHONY: all build test vet run bench fuzz golden docs clean tools kube-tools compat-tools compat envoy-tools envoy-path ratelimit-tools extauthz-tools redis-tools
 
 all: build
 
@@ -91,11 +114,12 @@ bench: tools
 	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
 	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md GLOBALCONFIG_BENCH_ENVOY_REPORT=$(CURDIR)/docs/benchmarks-envoy.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/proxy/
 
-fuzz:
+fuzz: envoy-tools
 	$(GO) test ./pkg/document -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/document -run '^$$' -fuzz '^FuzzSections$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/convert -run '^$$' -fuzz '^FuzzConvertHigress$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s
 	$(GO) test ./pkg/convert -run '^$$' -fuzz '^FuzzConvertNginx$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s
+	$(GO) test ./test/agreement -run '^$$' -fuzz '^FuzzEnvoyAgreement$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s
 
 # Rewrite golden outputs after an intended change; review the diff.
 # It also composes deploy/examples/global-config.yaml and docs/reference.md's
@@ -114,7 +138,7 @@ docs:
 clean:
 	rm -rf $(BIN)
 
-tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) $(HELM) compat-tools envoy-tools
+tools: kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) $(HELM) compat-tools envoy-tools ratelimit-tools extauthz-tools
 kube-tools: $(KUBE_APISERVER) $(KUBECTL) $(ETCD)
 
 # install.sh checks the cached binary's --version each time, so a binary
@@ -158,3 +182,26 @@ $(ISTIOCTL):
 $(HELM):
 	@mkdir -p $(TOOLS_DIR)
 	cd test/tools/helm && $(GO) build -trimpath -o $@.tmp helm.sh/helm/v3/cmd/helm && mv $@.tmp $@
+
+ratelimit-tools: $(RATELIMIT) $(RATELIMIT_CHECK) redis-tools
+extauthz-tools: $(OAUTH2_PROXY) $(EXTAUTHZ)
+
+# install.sh checks the cached server's --version each time, like Envoy's.
+redis-tools:
+	@sh test/tools/redis/install.sh $(REDIS_VERSION) $(TOOLS_DIR)
+
+$(RATELIMIT):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/ratelimit && $(GO) build -trimpath -o $@.tmp github.com/envoyproxy/ratelimit/src/service_cmd && mv $@.tmp $@
+
+$(RATELIMIT_CHECK):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/ratelimit && $(GO) build -trimpath -o $@.tmp github.com/envoyproxy/ratelimit/src/config_check_cmd && mv $@.tmp $@
+
+$(OAUTH2_PROXY):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/oauth2proxy && $(GO) build -trimpath -ldflags '-X github.com/oauth2-proxy/oauth2-proxy/v7/pkg/version.VERSION=$(OAUTH2_PROXY_VERSION)' -o $@.tmp github.com/oauth2-proxy/oauth2-proxy/v7 && mv $@.tmp $@
+
+$(EXTAUTHZ):
+	@mkdir -p $(TOOLS_DIR)
+	cd test/tools/istio && $(GO) build -trimpath -o $@.tmp istio.io/istio/samples/extauthz/cmd/extauthz && mv $@.tmp $@
