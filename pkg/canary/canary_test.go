@@ -1,6 +1,7 @@
 package canary_test
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -274,6 +275,8 @@ func TestPolicyValidation(t *testing.T) {
 		{"rollout:\n  bakeTime: 30s\n", "rollout.strategy: is Direct, so canaryLabel, canaryAcks and bakeTime do nothing"},
 		{"rollout:\n  strategy: canary\n", `rollout.strategy: unknown value "canary"; did you mean "Canary"?`},
 		{"rollout:\n  strategy: Canary\n  bake: 30s\n", "rollout.bake"},
+		{"rollout:\n  strategy: Canary\n  rollbackOn: AnyNACK\n", "rollout.rollbackOn: applies to strategy Direct only"},
+		{"rollout:\n  rollbackOn: anyNack\n", `rollout.rollbackOn: unknown value "anyNack"; did you mean "AnyNACK"?`},
 	} {
 		_, err := document.Parse([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -286,6 +289,12 @@ func TestPolicyValidation(t *testing.T) {
 	}
 	if p := doc.Rollout; !p.Enabled() || p.Bake() != 90*time.Second || p.CanaryAcks.Needed(3) != 2 || p.Label() != canary.DefaultLabel {
 		t.Errorf("policy: %+v", p)
+	}
+	for text, want := range map[string]canary.RollbackOn{"rollout:\n  rollbackOn: AnyNACK\n": canary.AnyNACK, "rollout:\n  strategy: Direct\n": canary.AllNACK, "gzip: {}\n": canary.AllNACK} {
+		doc, err := document.Parse([]byte(text))
+		if err != nil || doc.Rollout.Enabled() || doc.Rollout.Rollback() != want {
+			t.Errorf("%q: %v, rollbackOn %q, want %q", text, err, doc.Rollout.Rollback(), want)
+		}
 	}
 	if n := (canary.Acks{Count: 2}).Needed(5); n != 2 {
 		t.Errorf("a count of 2 needs %d", n)
@@ -334,5 +343,192 @@ func TestFollow(t *testing.T) {
 	}
 	if out := step(t, with(in, func(in *canary.Input) { in.Policy = canary.Policy{} })); out.Hold || render.SetHash(out.Deliver) != cand.Hash {
 		t.Errorf("without a policy: %+v", out)
+	}
+}
+
+// verdict is istiod's word on the set hash: every proxy that answered,
+// by state, NACKed ones first with Envoy's words.
+func verdict(hash string, synced, pending, nacked int) canary.Verdict {
+	v := canary.Verdict{Known: true, Version: hash, Since: t0.Add(-time.Second), Synced: synced, Pending: pending, NACKed: nacked}
+	for i := range nacked {
+		v.NACKs = append(v.NACKs, canary.Answer{Name: fmt.Sprintf("gw-%d.istio-system", i), State: canary.StateNACKed,
+			Message: "LDS: Error adding/updating listener(s) 0.0.0.0_8080: cache_time_ms must not be set"})
+	}
+	return v
+}
+
+// A Direct change goes out at once, as always, and is judged by the
+// proxies' answers to its own set: taken, it becomes the last good
+// document; refused by the rule, every proxy gets the stable set again
+// and the document is rejected; without the answers, neither.
+func TestDirect(t *testing.T) {
+	stable := set(t, "gzip: {}\n")
+	cand := set(t, "gzip:\n  minContentLength: 2048\n")
+	base := canary.Input{Document: "doc1", Candidate: cand, Stable: &stable, Now: t0, Tracking: true}
+	anyNACK := canary.Policy{RollbackOn: canary.AnyNACK}
+	for _, tc := range []struct {
+		name    string
+		policy  canary.Policy
+		verdict canary.Verdict
+		// want: "" (delivered, undecided), Promoted or RolledBack
+		want    canary.Phase
+		waiting string
+	}{
+		{name: "no answer yet", verdict: canary.Verdict{}},
+		{name: "answers about the set before", verdict: verdict(stable.Hash, 0, 0, 2)},
+		{name: "pending", verdict: verdict(cand.Hash, 0, 2, 0)},
+		{name: "every proxy ACKed", verdict: verdict(cand.Hash, 2, 0, 0), want: canary.Promoted},
+		{name: "one ACK is enough under AllNACK", verdict: verdict(cand.Hash, 1, 3, 0), want: canary.Promoted},
+		{name: "every proxy NACKed", verdict: verdict(cand.Hash, 0, 0, 2), want: canary.RolledBack},
+		{name: "partial NACK: stays under AllNACK", verdict: verdict(cand.Hash, 1, 0, 1), want: canary.Promoted},
+		{name: "partial NACK under AnyNACK", policy: anyNACK, verdict: verdict(cand.Hash, 1, 0, 1), want: canary.RolledBack},
+		{name: "one NACK, the rest pending, under AnyNACK", policy: anyNACK, verdict: verdict(cand.Hash, 0, 3, 1), want: canary.RolledBack},
+		{name: "one NACK, the rest pending: wait under AllNACK", verdict: verdict(cand.Hash, 0, 3, 1)},
+		{name: "every ACK in under AnyNACK", policy: anyNACK, verdict: verdict(cand.Hash, 2, 0, 0), want: canary.Promoted},
+		{name: "ACKs with some pending under AnyNACK: wait", policy: anyNACK, verdict: verdict(cand.Hash, 2, 1, 0)},
+		{name: "NACKs, but an istiod did not answer", verdict: with2(verdict(cand.Hash, 0, 0, 2), func(v *canary.Verdict) { v.Partial = true }),
+			waiting: "2 proxies NACKed the change, but not every istiod answered: nothing is rolled back on missing answers"},
+		{name: "no istiod answered", verdict: with2(verdict(cand.Hash, 0, 0, 0), func(v *canary.Verdict) { v.Partial = true }),
+			waiting: "not every istiod answered, so whether the proxies took the change is not known"},
+		{name: "no proxy answered in time", verdict: with2(verdict(cand.Hash, 0, 0, 0), func(v *canary.Verdict) { v.Stale = 2 }),
+			waiting: "no proxy the set reaches has answered for it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := step(t, with(base, func(in *canary.Input) { in.Policy, in.Verdict = tc.policy, tc.verdict }))
+			switch tc.want {
+			case "":
+				if out.Record != nil || out.Promote || out.Hold || out.Direct != "" || render.SetHash(out.Deliver) != cand.Hash {
+					t.Errorf("want the change delivered, undecided: %+v", out)
+				}
+				if !strings.Contains(out.Waiting, tc.waiting) || (tc.waiting == "") != (out.Waiting == "") {
+					t.Errorf("waiting %q, want %q", out.Waiting, tc.waiting)
+				}
+			case canary.Promoted:
+				if out.Record != nil || !out.Promote || out.Direct != canary.Promoted || render.SetHash(out.Deliver) != cand.Hash {
+					t.Errorf("want the change promoted: %+v", out)
+				}
+			case canary.RolledBack:
+				r := out.Record
+				if r == nil || !r.Direct() || r.Phase != canary.RolledBack || out.Promote || out.Direct != canary.RolledBack || render.SetHash(out.Deliver) != stable.Hash {
+					t.Fatalf("want a roll back: %+v %+v", out, r)
+				}
+				if r.From != stable.Hash || r.To != cand.Hash || r.Document != "doc1" || !slices.Equal(r.Items, []string{"gzip"}) ||
+					r.RollbackOn != tc.policy.Rollback() || r.Ended == nil || !r.Started.Equal(tc.verdict.Since) || len(r.NACKs) != tc.verdict.NACKed {
+					t.Errorf("record %+v", r)
+				}
+				if !strings.HasPrefix(r.Message, "proxy gw-0.istio-system rejected the change: LDS: Error adding/updating listener(s) 0.0.0.0_8080: cache_time_ms must not be set; ") {
+					t.Errorf("message %q", r.Message)
+				}
+			}
+		})
+	}
+	// Without a tracker a Direct change is promoted as it goes out.
+	if out := step(t, with(base, func(in *canary.Input) { in.Tracking = false })); !out.Promote || out.Record != nil || out.Direct != "" {
+		t.Errorf("untracked: %+v", out)
+	}
+}
+
+func with2(v canary.Verdict, f func(*canary.Verdict)) canary.Verdict {
+	f(&v)
+	return v
+}
+
+// After a Direct roll back the document stays rejected, and the restored
+// set is judged once: taken, the roll back stands for good; refused too,
+// the document is kept for good. Neither depends on later answers, so a
+// document is rolled back at most once and kept at most once.
+func TestDirectAfterRollBack(t *testing.T) {
+	stable := set(t, "gzip: {}\n")
+	cand := set(t, "gzip:\n  minContentLength: 2048\n")
+	base := canary.Input{Document: "doc1", Candidate: cand, Stable: &stable, Now: t0, Tracking: true}
+	back := step(t, with(base, func(in *canary.Input) { in.Verdict = verdict(cand.Hash, 0, 0, 2) })).Record
+	in := with(base, func(in *canary.Input) { in.Record = back })
+
+	for name, v := range map[string]canary.Verdict{
+		"no answer about the restored set": {},
+		"the change's NACKs, still":        verdict(cand.Hash, 0, 0, 2),
+		"the restored set pending":         verdict(stable.Hash, 0, 2, 0),
+	} {
+		out := step(t, with(in, func(in *canary.Input) { in.Verdict = v }))
+		if out.Record != back || render.SetHash(out.Deliver) != stable.Hash || out.Promote || out.Direct != "" {
+			t.Errorf("%s: %+v", name, out)
+		}
+	}
+	// Taken: recorded, and not judged again.
+	taken := step(t, with(in, func(in *canary.Input) { in.Verdict = verdict(stable.Hash, 2, 0, 0) }))
+	if r := taken.Record; r.Phase != canary.RolledBack || r.Restored != canary.RestoredTaken || render.SetHash(taken.Deliver) != stable.Hash || taken.Direct != "" || back.Restored != "" {
+		t.Fatalf("the restored set taken: %+v %+v", taken, r)
+	}
+	later := step(t, with(in, func(in *canary.Input) { in.Record, in.Verdict = taken.Record, verdict(stable.Hash, 0, 0, 2) }))
+	if later.Record != taken.Record || render.SetHash(later.Deliver) != stable.Hash {
+		t.Errorf("a later NACK of the restored set changed a settled roll back: %+v", later)
+	}
+	// Refused too: the refusal is not the change's; the document is kept.
+	kept := step(t, with(in, func(in *canary.Input) { in.Verdict = verdict(stable.Hash, 0, 0, 2) }))
+	r := kept.Record
+	if r == nil || r.Phase != canary.Kept || r.Restored != canary.RestoredRefused || !kept.Promote || kept.Direct != canary.Kept || render.SetHash(kept.Deliver) != cand.Hash {
+		t.Fatalf("the restored set refused: %+v %+v", kept, r)
+	}
+	for _, want := range []string{"proxy gw-0.istio-system refused the restored last good set as well: LDS", "the refusal is not this change's", "so the document is kept", "(it was rolled back because proxy gw-0.istio-system rejected the change"} {
+		if !strings.Contains(r.Message, want) {
+			t.Errorf("message %q lacks %q", r.Message, want)
+		}
+	}
+	for name, v := range map[string]canary.Verdict{"NACKed still": verdict(cand.Hash, 0, 0, 2), "taken now": verdict(cand.Hash, 2, 0, 0), "unknown": {}} {
+		again := step(t, with(in, func(in *canary.Input) { in.Record, in.Verdict = r, v }))
+		if again.Record != r || render.SetHash(again.Deliver) != cand.Hash || !again.Promote || again.Direct != "" {
+			t.Errorf("kept, %s: %+v", name, again)
+		}
+	}
+	// A restart that lost the stable set holds; one without a tracker
+	// keeps the roll back as it is.
+	if out := step(t, with(in, func(in *canary.Input) { in.Stable = nil })); !out.Hold {
+		t.Errorf("rolled back without a stable set: %+v", out)
+	}
+	if out := step(t, with(in, func(in *canary.Input) { in.Tracking, in.Verdict = false, verdict(stable.Hash, 0, 0, 2) })); out.Record != back || render.SetHash(out.Deliver) != stable.Hash {
+		t.Errorf("untracked: %+v", out)
+	}
+	// A new edit goes out again, judged afresh; the old record goes.
+	next := set(t, "gzip:\n  minContentLength: 4096\n")
+	out := step(t, with(base, func(in *canary.Input) { in.Record, in.Document, in.Candidate = back, "doc2", next }))
+	if out.Record != nil || render.SetHash(out.Deliver) != next.Hash || out.Promote {
+		t.Errorf("a new edit after a roll back: %+v", out)
+	}
+	// Back to the stable document: nothing changes.
+	out = step(t, with(base, func(in *canary.Input) { in.Record, in.Document, in.Candidate = back, "doc0", stable }))
+	if out.Record != nil || render.SetHash(out.Deliver) != stable.Hash || !out.Promote {
+		t.Errorf("back to the stable document: %+v", out)
+	}
+}
+
+// A follower serves what the elected controller's Direct record says:
+// the change until the controller decided, the restored set after a roll
+// back (holding while its last good copy lags), the change once kept.
+func TestFollowDirect(t *testing.T) {
+	stable := set(t, "gzip: {}\n")
+	cand := set(t, "gzip:\n  minContentLength: 2048\n")
+	in := canary.Input{Document: "doc1", Candidate: cand, Stable: &stable, Now: t0, Follow: true}
+	rec := func(p canary.Phase, doc, from string) *canary.Record {
+		return &canary.Record{Strategy: canary.Direct, Phase: p, Document: doc, From: from, To: cand.Hash}
+	}
+	for _, tc := range []struct {
+		name   string
+		record *canary.Record
+		hold   bool
+		want   string
+	}{
+		{"no record: the change", nil, false, cand.Hash},
+		{"a record of another document: the change", rec(canary.RolledBack, "doc0", stable.Hash), false, cand.Hash},
+		{"rolled back: the restored set", rec(canary.RolledBack, "doc1", stable.Hash), false, stable.Hash},
+		{"rolled back, the last good copy lags: hold", rec(canary.RolledBack, "doc1", "other"), true, ""},
+		{"kept: the change", rec(canary.Kept, "doc1", stable.Hash), false, cand.Hash},
+	} {
+		out := step(t, with(in, func(in *canary.Input) {
+			in.Record = tc.record
+			in.Verdict = verdict(cand.Hash, 0, 0, 2)
+		}))
+		if out.Hold != tc.hold || (!tc.hold && render.SetHash(out.Deliver) != tc.want) || out.Direct != "" || out.Record != tc.record {
+			t.Errorf("%s: %+v", tc.name, out)
+		}
 	}
 }

@@ -15,6 +15,10 @@
 // priorities of the final set: the canaries exactly what the whole fleet
 // will get, the others exactly what they had.
 //
+// The default Direct rollout is judged here too (direct.go): a change
+// reaches every proxy at once, and when the proxies refuse it (a NACK, by
+// Policy.RollbackOn) it is rolled back to the stable set the same way.
+//
 // Everything here is pure: the controller reads the cluster and istiod,
 // calls Step, and delivers what it says.
 package canary
@@ -48,6 +52,29 @@ const (
 // Values lists the accepted spellings (used by the decoder and the schema).
 func (Strategy) Values() []string { return []string{string(Direct), string(Canary)} }
 
+// RollbackOn is when a Direct change the proxies refuse (NACK) is rolled
+// back to the last good set.
+type RollbackOn string
+
+// The rules.
+const (
+	// AllNACK: when every proxy that answered for the change's set NACKed
+	// it (the default): a change only some proxies refuse (an older Envoy
+	// among newer ones, say) stays, and the status says who refuses it.
+	AllNACK RollbackOn = "AllNACK"
+	// AnyNACK: as soon as one proxy NACKed it.
+	AnyNACK RollbackOn = "AnyNACK"
+)
+
+// Values lists the accepted spellings (used by the decoder and the schema).
+func (RollbackOn) Values() []string { return []string{string(AllNACK), string(AnyNACK)} }
+
+// Interface guards.
+var (
+	_ items.Enum = Strategy("")
+	_ items.Enum = RollbackOn("")
+)
+
 // Defaults and bounds of the policy.
 const (
 	DefaultLabel    = "globalconfig.io/canary"
@@ -65,6 +92,7 @@ type Policy struct {
 	CanaryLabel string        `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary)."`
 	CanaryAcks  Acks          `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
 	BakeTime    items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
+	RollbackOn  RollbackOn    `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
 }
 
 // Enabled reports whether p asks for canaries.
@@ -76,6 +104,14 @@ func (p Policy) Label() string {
 		return DefaultLabel
 	}
 	return p.CanaryLabel
+}
+
+// Rollback is the Direct rollback rule, its default filled in.
+func (p Policy) Rollback() RollbackOn {
+	if p.RollbackOn == "" {
+		return AllNACK
+	}
+	return p.RollbackOn
 }
 
 // Bake is the bake time, its default filled in.
@@ -99,6 +135,9 @@ func (p Policy) Validate() error {
 	}
 	if !p.Enabled() && (p.CanaryLabel != "" || p.CanaryAcks != (Acks{}) || p.BakeTime.Duration != 0) {
 		errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks and bakeTime do nothing; set strategy: Canary or remove them", Direct)
+	}
+	if p.Enabled() && p.RollbackOn != "" {
+		errs.Addf("rollbackOn", "applies to strategy %s only: a canary rollout rolls back on any canary's NACK; remove it", Direct)
 	}
 	return errs.Err()
 }

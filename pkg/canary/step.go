@@ -20,15 +20,25 @@ const (
 	// Promoted: the canaries took the change; it reaches every proxy.
 	Promoted Phase = "Promoted"
 	// RolledBack: a canary NACKed the change, or did not ACK it within
-	// the bake time, or an operator aborted it: every proxy has the
+	// the bake time, or an operator aborted it; or, with strategy
+	// Direct, the proxies NACKed it (RollbackOn): every proxy has the
 	// previous set again, and the document is rejected until it changes.
 	RolledBack Phase = "RolledBack"
+	// Kept (strategy Direct only): the proxies refused the set restored
+	// after a roll back as well, so the refusal is not the change's; the
+	// document's set is delivered again and kept until the document
+	// changes.
+	Kept Phase = "Kept"
 )
 
 // Record is one rollout: the status's "canary" object, read back after a
-// restart.
+// restart. A canary rollout always has one; a Direct change has one only
+// once the proxies refused it (a change they take leaves none).
 type Record struct {
-	Phase Phase `json:"phase"`
+	// Strategy is the rollout's: Canary, or Direct for a Direct change
+	// the proxies refused. Records of status version 1 have none: Canary.
+	Strategy Strategy `json:"strategy,omitempty"`
+	Phase    Phase    `json:"phase"`
 	// Document is the hash of the document rolled out (DocumentHash).
 	Document string `json:"document"`
 	// From is the hash of the set every proxy had before (the stable
@@ -38,10 +48,16 @@ type Record struct {
 	// Items are the items the change adds, changes or removes.
 	Items []string `json:"items"`
 	// Label is the canary label, Needed how many canaries must ACK,
-	// BakeTime the bake time.
-	Label    string `json:"label"`
-	Needed   string `json:"needed"`
-	BakeTime string `json:"bakeTime"`
+	// BakeTime the bake time (canary rollouts).
+	Label    string `json:"label,omitempty"`
+	Needed   string `json:"needed,omitempty"`
+	BakeTime string `json:"bakeTime,omitempty"`
+	// RollbackOn is a Direct rollout's rule (Policy.RollbackOn).
+	RollbackOn RollbackOn `json:"rollbackOn,omitempty"`
+	// Restored is, after a Direct roll back, what the proxies did with the
+	// restored set, judged once: RestoredTaken (the roll back stands) or
+	// RestoredRefused (phase Kept); empty until they answered.
+	Restored string `json:"restored,omitempty"`
 	// Started is when the canary phase began; Ended when it was promoted
 	// or rolled back. Shown, never compared with another clock.
 	Started time.Time  `json:"started"`
@@ -54,7 +70,14 @@ type Record struct {
 	By string `json:"by,omitempty"`
 	// Canaries are the canary proxies and their answers, as last seen.
 	Canaries []Answer `json:"canaries,omitempty"`
+	// NACKs are, for a Direct rollout, the proxies that refused the set
+	// the rollout ended on (the change; the restored set for Kept), with
+	// Envoy's words, at most MaxRecordedNACKs.
+	NACKs []Answer `json:"nacks,omitempty"`
 }
+
+// Direct reports whether r is a Direct rollout's record.
+func (r *Record) Direct() bool { return r.Strategy == Direct }
 
 // ID names the rollout: its document and when it started.
 func (r *Record) ID() string {
@@ -94,13 +117,28 @@ type Set struct {
 	Hash    string
 }
 
-// Verdict is what istiod says of the canary set: the canary proxies'
-// answers and the proxies the set reaches that carry no canary label.
-// Known is false until istiod answered for the canary set.
+// Verdict is what istiod says of the set delivered last: for a canary
+// set the canary proxies' answers and the proxies the set reaches that
+// carry no canary label; for every set the count of the proxies it
+// reaches by state, which a Direct rollout is judged by. Known is false
+// until istiod answered for the set.
 type Verdict struct {
 	Known      bool
 	Canaries   []Answer
 	Unlabelled []string
+	// Version is the hash of the set the answers are about: a Direct
+	// change is judged only by the answers about its own set.
+	Version string
+	// Since is when that set was delivered.
+	Since time.Time
+	// The proxies the set reaches, by state (all of them, listed or not).
+	Synced, Pending, Stale, NACKed int
+	// NACKs are the proxies that NACKed it, with Envoy's words (at most
+	// as many as the rollout status lists).
+	NACKs []Answer
+	// Partial says some istiod did not answer, or none was found: the
+	// answers of its proxies are missing.
+	Partial bool
 }
 
 // AnnotationAction on the global ConfigMap is an operator's request for
@@ -145,6 +183,12 @@ type Input struct {
 	Fleet func(label string, candidate []*envoyfilter.Object) Verdict
 	// Now stamps Started and Ended.
 	Now time.Time
+	// Tracking says the proxies' answers are tracked (the controller has
+	// a rollout tracker), so a Direct change is judged by Verdict: rolled
+	// back when the proxies refuse it (Policy.RollbackOn), and stored as
+	// the last good document (Promote) only once they took it. Without
+	// it a Direct change is promoted as it is delivered.
+	Tracking bool
 	// Follow makes the step decide nothing of its own: it delivers what
 	// Record, written by the one process that decides (the elected
 	// controller), says of this document, and holds what it delivers
@@ -167,6 +211,14 @@ type Output struct {
 	Hold bool
 	// Started and Ended say the step began or ended a canary phase.
 	Started, Ended bool
+	// Direct is the phase a Direct change reached in this step: Promoted
+	// (the proxies took it), RolledBack or Kept; empty when the step
+	// decided nothing of the kind.
+	Direct Phase
+	// Waiting says why a Direct change is neither rolled back nor
+	// promoted yet when the answers can't tell (an istiod did not
+	// answer, no proxy answered); empty otherwise.
+	Waiting string
 }
 
 // Step decides one sync of a valid document: go direct, start or continue
@@ -177,6 +229,9 @@ func Step(in Input) (Output, error) {
 	}
 	r := in.Record
 	if r != nil && r.Document == in.Document && r.To == in.Candidate.Hash {
+		if r.Direct() {
+			return directRecorded(in), nil
+		}
 		switch r.Phase {
 		case RolledBack:
 			// The document stays rejected until it changes.
@@ -196,17 +251,19 @@ func Step(in Input) (Output, error) {
 			return judge(in)
 		}
 	}
-	changed := in.Stable == nil || in.Stable.Hash != in.Candidate.Hash
-	if !in.Policy.Enabled() || in.Stable == nil || !changed {
-		// Direct: no policy, nothing to protect, or nothing changed.
+	if in.Stable == nil || in.Stable.Hash == in.Candidate.Hash {
+		// Nothing to protect, or nothing changed: direct.
 		return Output{Deliver: in.Candidate.Objects, Record: keep(r, in), Promote: true}, nil
+	}
+	if !in.Policy.Enabled() {
+		return direct(in), nil
 	}
 	split, err := Split(in.Stable.Objects, in.Candidate.Objects, in.Policy.Label())
 	if err != nil {
 		return Output{}, err
 	}
 	rec := &Record{
-		Phase: InCanary, Document: in.Document, From: in.Stable.Hash, To: in.Candidate.Hash,
+		Strategy: Canary, Phase: InCanary, Document: in.Document, From: in.Stable.Hash, To: in.Candidate.Hash,
 		Items: Changed(in.Stable.Objects, in.Candidate.Objects), Label: in.Policy.Label(),
 		Needed: in.Policy.CanaryAcks.String(), BakeTime: in.Policy.Bake().String(), Started: in.Now.UTC(),
 	}
@@ -223,10 +280,13 @@ func Step(in Input) (Output, error) {
 // follow is Step for a follower: the set Record says for this document.
 func follow(in Input) (Output, error) {
 	direct := Output{Deliver: in.Candidate.Objects, Record: in.Record}
+	r := in.Record
+	if r != nil && r.Direct() && r.Document == in.Document && r.To == in.Candidate.Hash {
+		return followDirect(in), nil
+	}
 	if !in.Policy.Enabled() || in.Stable == nil || in.Stable.Hash == in.Candidate.Hash {
 		return direct, nil
 	}
-	r := in.Record
 	if r == nil || r.Document != in.Document || r.To != in.Candidate.Hash {
 		return Output{Record: r, Hold: true}, nil
 	}

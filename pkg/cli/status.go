@@ -109,7 +109,9 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 		}
 		ew.printf("last change: %s (set %s applied %s)\n", change, a.Hash, a.Time.UTC().Format(time.RFC3339))
 	}
-	if r := st.Canary; r != nil {
+	if r := st.Canary; r != nil && r.Direct() {
+		writeDirect(ew, r)
+	} else if r != nil {
 		writeCanary(ew, r)
 	}
 	if a := st.Admission; a != nil && !a.Guarded {
@@ -175,6 +177,35 @@ func writeCanary(ew *errWriter, r *canary.Record) {
 	fmt.Fprintln(tw, "  CANARY\tSTATE\tMESSAGE")
 	for _, a := range r.Canaries {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", a.Name, a.State, orDash(truncate(a.Message, MaxTableMessage)))
+	}
+	_ = tw.Flush()
+}
+
+// writeDirect writes a Direct rollout the proxies refused: what it rolled
+// out, how it ended, what the proxies did with the restored set, and the
+// proxies that refused.
+func writeDirect(ew *errWriter, r *canary.Record) {
+	ew.printf("direct rollout: %s (document %s, set %s → %s): %s to every proxy at once (rollbackOn %s); delivered %s\n",
+		r.Phase, orDash(r.Document), orDash(r.From), orDash(r.To), orDash(strings.Join(r.Items, ", ")), orDash(string(r.RollbackOn)),
+		r.Started.UTC().Format(time.RFC3339))
+	if r.Ended != nil {
+		ew.printf("  %s %s: %s\n", r.Phase, r.Ended.UTC().Format(time.RFC3339), orDash(r.Message))
+	}
+	switch {
+	case r.Phase == canary.Kept:
+		ew.printf("  the restored last good set was refused as well: the document is kept until it changes\n")
+	case r.Restored == canary.RestoredTaken:
+		ew.printf("  the proxies took the restored last good set\n")
+	default:
+		ew.printf("  waiting for the proxies' answer to the restored last good set\n")
+	}
+	if len(r.NACKs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(ew, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "  REFUSED BY\tMESSAGE")
+	for _, a := range r.NACKs {
+		fmt.Fprintf(tw, "  %s\t%s\n", a.Name, orDash(truncate(a.Message, MaxTableMessage)))
 	}
 	_ = tw.Flush()
 }

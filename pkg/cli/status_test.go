@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
@@ -164,13 +165,46 @@ func TestStatusRolloutNotTracked(t *testing.T) {
 func TestStatusOtherVersion(t *testing.T) {
 	c := newCluster(t, liveDoc)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "global-config-status", Namespace: "istio-system"},
-		Data: map[string]string{status.Key: `{"version": 2, "state": "Applied"}`}}
+		Data: map[string]string{status.Key: `{"version": 3, "state": "Applied"}`}}
 	if _, err := c.kube.CoreV1().ConfigMaps("istio-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs := runIn(t, c, "status", "-o", "json")
-	if code != cli.ExitNoStatus || out != "" || !strings.Contains(errs, "version 2, this globalconfig reads version 1") {
+	if code != cli.ExitNoStatus || out != "" || !strings.Contains(errs, "version 3, this globalconfig reads versions 1 to 2") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// A Direct rollout the proxies refused reads as such: how it ended,
+// Envoy's words, and the proxies that refused it.
+func TestStatusTextDirectRollBack(t *testing.T) {
+	st := testStatus(nil)
+	st.State, st.Message, st.Errors = status.RolledBack, "the proxies refused the change (NACK), so every proxy was given the last good set again; the document is rejected until it changes",
+		[]status.Problem{{Message: "rolled back: proxy gw-a.istio-system rejected the change: " + nackMessage}}
+	ended := time.Date(2026, 3, 1, 10, 0, 3, 0, time.UTC)
+	st.Canary = &canary.Record{Strategy: canary.Direct, Phase: canary.RolledBack, Document: "5c7c56257774ce87", From: "484b302941a65608", To: "8394baeae7844241",
+		Items: []string{"localRateLimit"}, RollbackOn: canary.AllNACK, Started: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), Ended: &ended,
+		Message: "proxy gw-a.istio-system rejected the change: " + nackMessage + "; every proxy that answered NACKed, 1 of 1 (rollbackOn AllNACK)",
+		NACKs:   []canary.Answer{{Name: "gw-a.istio-system", State: canary.StateNACKed, Message: nackMessage}}}
+	c, _ := statusCluster(t, st)
+	code, out, errs := runIn(t, c, "status")
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	t.Logf("$ globalconfig status\n%s", out)
+	for _, want := range []string{
+		"ConfigMap istio-system/global-config: RolledBack\n",
+		"direct rollout: RolledBack (document 5c7c56257774ce87, set 484b302941a65608 → 8394baeae7844241): localRateLimit to every proxy at once (rollbackOn AllNACK); delivered 2026-03-01T10:00:00Z\n",
+		"  RolledBack 2026-03-01T10:00:03Z: proxy gw-a.istio-system rejected the change: LDS: ",
+		"  waiting for the proxies' answer to the restored last good set\n",
+		"  REFUSED BY          MESSAGE\n  gw-a.istio-system   LDS: Error adding/updating listener(s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "canary rollout") || strings.Contains(out, "bake time") {
+		t.Error("a Direct rollout shown as a canary one")
 	}
 }
 

@@ -43,7 +43,8 @@ func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) *de
 		}
 		cs.recordRead = true
 	}
-	in := &decide.Rollout{Input: canary.Input{Stable: cs.stable, Record: cs.record, Now: c.now(), Fleet: c.fleet(ctx)}}
+	in := &decide.Rollout{Input: canary.Input{Stable: cs.stable, Record: cs.record, Now: c.now(), Fleet: c.fleet(ctx),
+		Tracking: c.cfg.Rollout != nil, Verdict: c.verdict()}}
 	if cs.stable == nil {
 		in.LoadStable = func() (*canary.Set, error) { return c.stableFromLastGood(ctx) }
 	}
@@ -56,7 +57,6 @@ func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) *de
 		in.Baked = err != nil || c.now().Sub(cs.deliveredAt) >= bake
 	}
 	in.Action = r.Requested(cm.Annotations[canary.AnnotationAction])
-	in.Verdict = c.verdict()
 	return in
 }
 
@@ -100,8 +100,10 @@ func (c *Controller) fleet(ctx context.Context) func(string, []*envoyfilter.Obje
 	}
 }
 
-// verdict is what the rollout tracker says of the set delivered last,
-// when that is the canary set.
+// verdict is what the rollout tracker says of the set delivered last:
+// the canaries' answers when that is a canary set, and every proxy's by
+// state, which a Direct change is judged by. Unknown until the tracker
+// answered for that very set.
 func (c *Controller) verdict() canary.Verdict {
 	t := c.cfg.Rollout
 	if t == nil || c.st.applied == nil {
@@ -111,9 +113,18 @@ func (c *Controller) verdict() canary.Verdict {
 	if st == nil || st.Version != render.SetHash(c.st.applied.Set) {
 		return canary.Verdict{}
 	}
-	v := canary.Verdict{Known: true, Unlabelled: st.Unlabelled}
+	v := canary.Verdict{Known: true, Unlabelled: st.Unlabelled, Version: st.Version, Since: st.Since,
+		Synced: st.Synced, Pending: st.Pending, Stale: st.Stale, NACKed: st.NACKed,
+		Partial: len(st.Istiod) == 0 || len(st.Unreachable()) > 0}
 	for _, p := range st.Canaries {
 		v.Canaries = append(v.Canaries, canary.Answer{Name: p.Name, State: string(p.State), Message: c.scrub(p.Message)})
+	}
+	// NACKed proxies come first in the list.
+	for _, p := range st.Proxies {
+		if p.State != rollout.NACKed || len(v.NACKs) == canary.MaxRecordedNACKs {
+			break
+		}
+		v.NACKs = append(v.NACKs, canary.Answer{Name: p.Name, State: string(p.State), Message: c.scrub(p.Message)})
 	}
 	return v
 }
@@ -131,6 +142,7 @@ func (c *Controller) afterStep(cm *corev1.ConfigMap, d decide.Decision) {
 	if out.Promote {
 		cs.stable = &canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)}
 	}
+	c.afterDirect(cm, out)
 	r := out.Record
 	if r == nil {
 		return
@@ -157,6 +169,24 @@ func (c *Controller) afterStep(cm *corev1.ConfigMap, d decide.Decision) {
 	case out.Ended && r.Phase == canary.RolledBack:
 		c.metrics.Rollouts.WithLabelValues(string(canary.RolledBack)).Inc()
 		c.event(cm, corev1.EventTypeWarning, "RolledBack", "%s rolled back on every proxy; the document is rejected until it changes: %s", strings.Join(r.Items, ", "), r.Message)
+	}
+}
+
+// afterDirect counts and announces what a Direct change came to: taken
+// (counted only: the Applied Event said it), rolled back or kept.
+func (c *Controller) afterDirect(cm *corev1.ConfigMap, out *canary.Output) {
+	if out.Direct == "" {
+		return
+	}
+	c.metrics.DirectRollouts.WithLabelValues(string(out.Direct)).Inc()
+	r := out.Record
+	switch {
+	case r == nil:
+	case out.Direct == canary.RolledBack:
+		c.event(cm, corev1.EventTypeWarning, "RolledBack", "%s rolled back on every proxy, which got the last good set again; the document is rejected until it changes: %s",
+			strings.Join(r.Items, ", "), r.Message)
+	case out.Direct == canary.Kept:
+		c.event(cm, corev1.EventTypeWarning, "KeptDespiteNACK", "%s delivered again and kept: %s", strings.Join(r.Items, ", "), r.Message)
 	}
 }
 

@@ -16,6 +16,7 @@ type Metrics struct {
 	Leader            prometheus.Gauge
 	RolloutProxies    *prometheus.GaugeVec
 	Rollouts          *prometheus.CounterVec
+	DirectRollouts    *prometheus.CounterVec
 	IstiodUnreachable prometheus.Gauge
 }
 
@@ -63,12 +64,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "globalconfig_canary_rollouts_total",
 			Help: "Canary rollouts by phase reached: Canary (started), Promoted, RolledBack.",
 		}, []string{"phase"}),
+		DirectRollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "globalconfig_direct_rollouts_total",
+			Help: "Direct changes judged by the proxies' answers, by the phase reached: Promoted (taken, now the last good document), RolledBack (refused: the last good set restored), Kept (the restored set was refused too: the document kept).",
+		}, []string{"phase"}),
 		IstiodUnreachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "globalconfig_rollout_istiod_unreachable",
 			Help: "istiod instances whose sync status could not be read at the last poll.",
 		}),
 	}
 	reg.MustRegister(m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
-		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader, m.RolloutProxies, m.Rollouts, m.IstiodUnreachable)
+		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader, m.RolloutProxies, m.Rollouts, m.DirectRollouts, m.IstiodUnreachable)
 	return m
 }

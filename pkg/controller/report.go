@@ -12,6 +12,7 @@ import (
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/status"
@@ -46,6 +47,7 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 	}
 	c.reportAdmission(ctx, cm, st)
 	c.reportRollout(cm, st)
+	c.reportRefusal(st, d)
 	if len(writes) > 0 {
 		// The item diff says why, the writes what: a drift repair has no
 		// item change but writes.
@@ -81,6 +83,9 @@ func (c *Controller) statusOf(d decide.Decision) *status.Status {
 		case decide.RolledBack:
 			st.State = status.RolledBack
 			st.Message = "the change was rolled back on every proxy; the document is rejected until it changes"
+			if r.Direct() {
+				st.Message = "the proxies refused the change (NACK), so every proxy was given the last good set again; the document is rejected until it changes"
+			}
 			st.Errors = []status.Problem{{Message: c.scrub("rolled back: " + r.Message)}}
 		}
 	}
@@ -93,6 +98,38 @@ func (c *Controller) statusOf(d decide.Decision) *status.Status {
 		st.MCPNack = c.scrub(c.cfg.MCPNack())
 	}
 	return st
+}
+
+// reportRefusal keeps the status from saying Applied while proxies refuse
+// the set it describes (state NACKed, saying why the set stays), and says
+// why a Direct change is neither rolled back nor promoted when the
+// tracker can't tell.
+func (c *Controller) reportRefusal(st *status.Status, d decide.Decision) {
+	if st.State != status.Applied {
+		return
+	}
+	var msgs []string
+	r := st.Rollout
+	if rec := c.st.canary.record; rec != nil && rec.Direct() && rec.Phase == canary.Kept && rec.Document == d.Document && d.Source == decide.Document &&
+		(r == nil || r.NACKed > 0 || r.Synced == 0) {
+		// The proxies refused this very set before it was kept: not
+		// Applied until one of them takes it and none refuses it.
+		st.State = status.NACKed
+		msgs = append(msgs, "the proxies refused the restored last good set as well, so the refusal is not this change's "+
+			"(another EnvoyFilter, or an Envoy older than the output assumes): the document is kept until it changes")
+	}
+	if r != nil && r.NACKed > 0 {
+		st.State = status.NACKed
+		msgs = append(msgs, fmt.Sprintf("%d of %d %s refuse%s this set (NACK) and keep%s %s previous configuration; a proxy like %s that starts now gets no listener",
+			r.NACKed, r.Selected, plural(r.Selected, "proxy", "proxies"), plural(r.NACKed, "s", ""), plural(r.NACKed, "s", ""),
+			plural(r.NACKed, "its", "their"), plural(r.NACKed, "it", "them")))
+	}
+	if d.Rollout != nil && d.Rollout.Waiting != "" {
+		msgs = append(msgs, d.Rollout.Waiting)
+	}
+	if len(msgs) > 0 {
+		st.Message = strings.Join(msgs, "; ")
+	}
 }
 
 // appliedSet is the status of the set a delivered: its time and change

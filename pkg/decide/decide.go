@@ -41,8 +41,8 @@ const (
 	// Canary: the document is valid and its policy asks for canaries;
 	// the set is the canary phase's (canary.Split).
 	Canary Source = "canary"
-	// RolledBack: the document is valid, but its change was rolled back;
-	// the set is the one before it.
+	// RolledBack: the document is valid, but its change was rolled back
+	// (canary or Direct); the set is the one before it.
 	RolledBack Source = "rolledBack"
 	// None: nothing to deliver; sinks keep what they have.
 	None Source = ""
@@ -86,7 +86,8 @@ type Rollout struct {
 	canary.Input
 	// LoadStable, when Stable is nil, reads the stable set (nil for none).
 	// It is asked only when the step may need it: the document's policy
-	// asks for canaries, or a rollout record is at hand.
+	// asks for canaries, a rollout record is at hand, or the proxies'
+	// answers are tracked (a Direct change may be rolled back to it).
 	LoadStable func() (*canary.Set, error)
 }
 
@@ -166,7 +167,7 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 func step(d Decision, policy canary.Policy, ro *Rollout, fresh bool) (Decision, error) {
 	in := ro.Input
 	in.Policy, in.Document, in.Candidate = policy, d.Document, canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)}
-	if in.Stable == nil && ro.LoadStable != nil && (policy.Enabled() || in.Record != nil) {
+	if in.Stable == nil && ro.LoadStable != nil && (policy.Enabled() || in.Record != nil || in.Tracking) {
 		stable, err := ro.LoadStable()
 		if err != nil {
 			return Decision{}, err

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
@@ -82,4 +83,37 @@ func TestDecide(t *testing.T) {
 			t.Error("no error")
 		}
 	})
+}
+
+// With the proxies' answers tracked, a Direct document's decision reads
+// the stable set (a refused change is rolled back to it) and rolls back
+// when every proxy that answered refused the change; untracked, it reads
+// nothing more than before and the change is promoted as delivered.
+func TestDecideDirectRollBack(t *testing.T) {
+	const good, bad = "gzip: {}\n", "gzip: {chunkSize: 16384}\n"
+	r := render.New()
+	stable := r.FromConfigMap(data(good))
+	cand := r.FromConfigMap(data(bad))
+	for _, tracking := range []bool{false, true} {
+		loaded := false
+		ro := &decide.Rollout{LoadStable: func() (*canary.Set, error) {
+			loaded = true
+			return &canary.Set{Objects: stable.Objects, Hash: render.SetHash(stable.Objects)}, nil
+		}}
+		ro.Tracking = tracking
+		ro.Verdict = canary.Verdict{Known: true, Version: render.SetHash(cand.Objects), NACKed: 2,
+			NACKs: []canary.Answer{{Name: "gw-a.istio-system", State: canary.StateNACKed, Message: "LDS: refused"}}}
+		d, err := decide.Decide(r, decide.Input{Data: data(bad), Rollout: ro})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case loaded != tracking:
+			t.Errorf("tracking %v: the stable set read %v", tracking, loaded)
+		case !tracking && (d.Source != decide.Document || !d.Rollout.Promote):
+			t.Errorf("untracked: %+v", d)
+		case tracking && (d.Source != decide.RolledBack || render.SetHash(d.Set) != render.SetHash(stable.Objects) || d.Rollout.Record == nil || !d.Rollout.Record.Direct()):
+			t.Errorf("tracked, every proxy NACKed: source %s, record %+v", d.Source, d.Rollout.Record)
+		}
+	}
 }

@@ -22,8 +22,15 @@ import (
 )
 
 // Version is the version of the status this package writes. A reader
-// refuses another one: a field's meaning may have changed.
-const Version = 1
+// refuses another one: a field's meaning may have changed. Version 2
+// added the state NACKed (Applied no longer holds while a proxy refuses
+// the set) and Direct rollouts' records in Canary. It reads a version 1
+// status too (MinVersion): version 2 only added values and fields, so
+// every field of a version 1 status means what it meant there.
+const Version = 2
+
+// MinVersion is the oldest version Parse reads.
+const MinVersion = 1
 
 // Key is the status ConfigMap's key holding the Status as JSON.
 const Key = "status.json"
@@ -37,8 +44,13 @@ type State string
 
 // The states.
 const (
-	// Applied: the document is valid and its EnvoyFilters are delivered.
+	// Applied: the document is valid, its EnvoyFilters are delivered,
+	// and no proxy is known to refuse them.
 	Applied State = "Applied"
+	// NACKed: the document is valid and its EnvoyFilters are delivered,
+	// but proxies refused them (rollout.nacked); those keep running their
+	// previous configuration. Message says why the set stays.
+	NACKed State = "NACKed"
 	// Invalid: the document was rejected; the last good set is kept.
 	Invalid State = "Invalid"
 	// ApplyFailed: the document is valid but delivering its set failed;
@@ -52,8 +64,9 @@ const (
 	Canary State = "Canary"
 	// RolledBack: the document's change was rolled back (a canary NACKed
 	// it, did not ACK it within the bake time, or an operator aborted
-	// it); every proxy has the previous set, and the document is rejected
-	// until it changes.
+	// it; or, rolled out directly, the proxies NACKed it); every proxy
+	// has the previous set, and the document is rejected until it
+	// changes.
 	RolledBack State = "RolledBack"
 )
 
@@ -86,8 +99,10 @@ type Status struct {
 	// this set. RolloutSummary is its one line, or why there is none.
 	Rollout        *rollout.Status `json:"rollout,omitempty"`
 	RolloutSummary string          `json:"rolloutSummary,omitempty"`
-	// Canary is the last canary rollout (rollout.strategy Canary); nil
-	// when the last change went out directly.
+	// Canary is the last canary rollout (rollout.strategy Canary), or
+	// the Direct rollout of the document when the proxies refused it
+	// (Canary.Strategy Direct); nil when the last change went out
+	// directly and was not refused.
 	Canary *canary.Record `json:"canary,omitempty"`
 }
 
@@ -203,8 +218,8 @@ func Parse(text string) (*Status, error) {
 	switch {
 	case probe.Version == nil:
 		return nil, fmt.Errorf("status %s: no version", Key)
-	case *probe.Version != Version:
-		return nil, fmt.Errorf("status %s: version %d, this globalconfig reads version %d", Key, *probe.Version, Version)
+	case *probe.Version < MinVersion || *probe.Version > Version:
+		return nil, fmt.Errorf("status %s: version %d, this globalconfig reads versions %d to %d", Key, *probe.Version, MinVersion, Version)
 	}
 	s := &Status{}
 	dec := json.NewDecoder(strings.NewReader(text))

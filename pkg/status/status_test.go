@@ -41,7 +41,8 @@ func TestRoundTrip(t *testing.T) {
 func TestParseRefuses(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{`{"state": "Applied"}`, "no version"},
-		{`{"version": 2, "state": "Applied"}`, "version 2, this globalconfig reads version 1"},
+		{`{"version": 3, "state": "Applied"}`, "version 3, this globalconfig reads versions 1 to 2"},
+		{`{"version": 0, "state": "Applied"}`, "version 0, this globalconfig reads versions 1 to 2"},
 		{`{"version": 1, "state": "Applied", "lastChange": "x"}`, `unknown field "lastChange"`},
 		{`state: Applied`, "invalid character"},
 	} {
@@ -52,6 +53,18 @@ func TestParseRefuses(t *testing.T) {
 	}
 	if _, err := status.Read(map[string]string{"state": "Applied"}); err == nil || !strings.Contains(err.Error(), "no key status.json") {
 		t.Errorf("an old status: %v", err)
+	}
+}
+
+// A version 1 status, as the previous release wrote it (a canary record
+// without a strategy), still reads: its canary record survives an
+// upgrade, so a rolled back document is not tried again.
+func TestParseReadsVersion1(t *testing.T) {
+	st, err := status.Parse(`{"version": 1, "state": "RolledBack", "errors": [], "warnings": [], "sink": "kube",
+		"canary": {"phase": "RolledBack", "document": "d", "from": "a", "to": "b", "items": ["gzip"], "label": "globalconfig.io/canary",
+		"needed": "100%", "bakeTime": "1m0s", "started": "2026-11-26T02:51:33Z"}}`)
+	if err != nil || st.Version != 1 || st.Canary == nil || st.Canary.Phase != "RolledBack" || st.Canary.Direct() {
+		t.Errorf("%v: %+v", err, st)
 	}
 }
 
