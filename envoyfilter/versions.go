@@ -196,3 +196,12 @@ func numbersFrom(n int) string {
 	alts = append(alts, fmt.Sprintf(`[1-9]\d{%d,}`, len(s)))
 	return "(" + strings.Join(alts, "|") + ")"
 }
+
+// NeedsMsg is the problem of a setting that proxies older than the first
+// Istio release with Envoy envoy can't have.
+func NeedsMsg(envoy Version) string {
+	if istio, ok := IstioOf(envoy); ok {
+		return fmt.Sprintf("needs Istio %s or newer (Envoy %s)", istio, envoy)
+	}
+	return fmt.Sprintf("needs Envoy %s or newer, which no Istio release globalconfig knows ships", envoy)
+}

@@ -41,13 +41,17 @@ type ServiceUser interface {
 // CheckServiceHost is the one rule for the host of a service an item sends
 // to: a DNS name that istiod can name a cluster after. A name of one label
 // ("zipkin") or one ending in ".svc" is a Service's short name, which
-// istiod never uses: it names the cluster after the full host.
-func CheckServiceHost(p *Problems, path, host string) {
+// istiod never uses: it names the cluster after the full host. Only the
+// syntax is checked for an item that is not enabled: it sends nothing.
+func CheckServiceHost(p *Problems, path, host string, enabled bool) {
 	if host == "" {
 		return
 	}
 	if msgs := validation.IsDNS1123Subdomain(host); len(msgs) > 0 {
 		p.Addf(path, "must be a service host name: %s", strings.Join(msgs, "; "))
+		return
+	}
+	if !enabled {
 		return
 	}
 	switch {
@@ -58,11 +62,14 @@ func CheckServiceHost(p *Problems, path, host string) {
 	}
 }
 
-// CheckServices checks the host of every service it names
+// CheckServices checks the host of every service the item it names
 // (CheckServiceHost).
-func CheckServices(p *Problems, it ServiceUser) {
+func CheckServices(p *Problems, it interface {
+	ServiceUser
+	Enabled() bool
+}) {
 	for _, s := range it.Services() {
-		CheckServiceHost(p, s.Path, s.Host)
+		CheckServiceHost(p, s.Path, s.Host, it.Enabled())
 	}
 }
 

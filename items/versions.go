@@ -50,13 +50,8 @@ func CompatibilityTable() string {
 }
 
 // NeedsMsg is the problem of a setting that proxies older than the first
-// Istio release with Envoy envoy can't have.
-func NeedsMsg(envoy envoyfilter.Version) string {
-	if istio, ok := envoyfilter.IstioOf(envoy); ok {
-		return fmt.Sprintf("needs Istio %s or newer (Envoy %s)", istio, envoy)
-	}
-	return fmt.Sprintf("needs Envoy %s or newer, which no Istio release globalconfig knows ships", envoy)
-}
+// Istio release with Envoy envoy can't have (envoyfilter.NeedsMsg).
+func NeedsMsg(envoy envoyfilter.Version) string { return envoyfilter.NeedsMsg(envoy) }
 
 // StageTable is docs/reference.md's table of the stages and the items in
 // each, by slot, in Markdown: the order Istio applies them, and where each

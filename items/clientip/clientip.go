@@ -7,6 +7,7 @@ package clientip
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
@@ -49,7 +50,13 @@ var (
 	_ items.Item           = (*ClientIP)(nil)
 	_ items.ContextLimiter = (*ClientIP)(nil)
 	_ items.Sharer         = (*ClientIP)(nil)
+	_ items.Texter         = (*ClientIP)(nil)
 )
+
+// Texts implements items.Texter.
+func (*ClientIP) Texts() []items.Text {
+	return []items.Text{{Path: "header", Kind: items.TextHeaderRead}, {Path: "trustedCIDRs[]", Kind: items.TextCIDR}}
+}
 
 func init() {
 	items.Register(items.Registration{
@@ -87,8 +94,7 @@ func (c *ClientIP) Validate() error {
 		seen[pfx] = i
 	}
 	if c.Header != "" {
-		items.CheckHeader(&p, "header", c.Header, "")
-		if c.Header == "x-forwarded-for" {
+		if strings.EqualFold(c.Header, "x-forwarded-for") {
 			p.Addf("header", "x-forwarded-for is a list; use trustedCIDRs, or headers.xff.trustedHops")
 		}
 	}

@@ -9,9 +9,7 @@ package customerrors
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"mime"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -28,8 +26,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/envoyformat"
 	"github.com/globalconfig/globalconfig/items"
-	"github.com/globalconfig/globalconfig/items/internal/format"
 )
 
 // Name is the item's key in the document.
@@ -97,7 +95,20 @@ type Page struct {
 var (
 	_ items.Item   = (*CustomErrors)(nil)
 	_ items.Warner = (*CustomErrors)(nil)
+	_ items.Texter = (*CustomErrors)(nil)
 )
+
+// Texts implements items.Texter.
+func (*CustomErrors) Texts() []items.Text {
+	var out []items.Text
+	for _, list := range []string{"localReplies", "upstream"} {
+		out = append(out,
+			items.Text{Path: list + "[].text", Kind: items.TextFormat},
+			items.Text{Path: list + "[].json.*", Kind: items.TextFormat, Key: items.TextPlain},
+			items.Text{Path: list + "[].contentType", Kind: items.TextMediaType})
+	}
+	return out
+}
 
 func init() {
 	items.Register(items.Registration{
@@ -195,16 +206,8 @@ func (e Page) check(p *items.Problems, at string) {
 		if n := len(e.Text); n > MaxBodyBytes {
 			p.Addf(at+".text", "is %d bytes, more than %d; serve a larger page from a service", n, MaxBodyBytes)
 		}
-		format.Check(p, at+".text", e.Text)
 	}
 	if len(e.JSON) > 0 {
-		for _, k := range slices.Sorted(maps.Keys(e.JSON)) {
-			if k == "" {
-				p.Addf(at+".json", "a key must not be empty")
-				continue
-			}
-			format.Check(p, at+".json."+k, e.JSON[k])
-		}
 		if b, err := json.Marshal(e.JSON); err == nil && len(b) > MaxBodyBytes {
 			p.Addf(at+".json", "is %d bytes encoded, more than %d; serve a larger body from a service", len(b), MaxBodyBytes)
 		}
@@ -232,7 +235,7 @@ func (c *CustomErrors) Warnings() error {
 		pages []Page
 	}{{"localReplies", c.LocalReplies}, {"upstream", c.Upstream}} {
 		for i, e := range list.pages {
-			if e.Text != "" && isHTML(e.contentType()) && format.QuotesRequest(e.Text) {
+			if e.Text != "" && isHTML(e.contentType()) && envoyformat.QuotesRequest(e.Text) {
 				p.Addf(fmt.Sprintf("%s[%d].text", list.name, i), "quotes the request in an HTML page: Envoy doesn't HTML-escape what it substitutes, so a crafted path or header can inject markup; quote request values in json bodies only")
 			}
 		}

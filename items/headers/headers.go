@@ -15,8 +15,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
-	"github.com/globalconfig/globalconfig/items/internal/format"
 )
 
 // Name is the item's key in the document.
@@ -81,7 +81,20 @@ type XFF struct {
 	TrustedHops      *uint32 `json:"trustedHops" doc:"Proxies in front of this one whose X-Forwarded-For entries are trusted (HCM xff_num_trusted_hops)."`
 }
 
+// Texts implements items.Texter.
+func (*Headers) Texts() []items.Text {
+	return []items.Text{
+		{Path: "server.name", Kind: items.TextPlain},
+		{Path: "responseHeaders.*", Kind: items.TextHeaderValue, Key: items.TextHeaderName},
+		{Path: "request.set.*", Kind: items.TextHeaderValue, Key: items.TextHeaderName},
+		{Path: "request.append.*", Kind: items.TextHeaderValue, Key: items.TextHeaderName},
+		{Path: "request.remove[]", Kind: items.TextHeaderName},
+		{Path: "response.remove[]", Kind: items.TextHeaderName},
+	}
+}
+
 var (
+	_ items.Texter         = (*Headers)(nil)
 	_ items.Item           = (*Headers)(nil)
 	_ items.ContextLimiter = (*Headers)(nil)
 	_ items.Sharer         = (*Headers)(nil)
@@ -120,21 +133,13 @@ func (h *Headers) Validate() error {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(h.ResponseHeaders)) {
-		path := "responseHeaders." + name
-		items.CheckHeader(&p, path, name, h.ResponseHeaders[name])
-		format.Check(&p, path, h.ResponseHeaders[name])
+		path := fielderr.Key("responseHeaders", name)
 		if name == "server" {
 			p.Addf(path, "can't be set here; use server for the server header")
 		}
 	}
 	if r := h.Request; r != nil {
-		for _, name := range slices.Sorted(maps.Keys(r.Set)) {
-			items.CheckHeader(&p, "request.set."+name, name, r.Set[name])
-			format.Check(&p, "request.set."+name, r.Set[name])
-		}
 		for _, name := range slices.Sorted(maps.Keys(r.Append)) {
-			items.CheckHeader(&p, "request.append."+name, name, r.Append[name])
-			format.Check(&p, "request.append."+name, r.Append[name])
 			if _, ok := r.Set[name]; ok {
 				p.Addf("request.append."+name, "is also in request.set; a header is either set or appended")
 			}
@@ -168,7 +173,6 @@ func checkRemoved(p *items.Problems, path string, names []string, added ...map[s
 	seen := map[string]bool{}
 	for i, name := range names {
 		at := fmt.Sprintf("%s[%d]", path, i)
-		items.CheckHeader(p, at, name, "")
 		if seen[name] {
 			p.Addf(at, "%s is listed twice", name)
 		}

@@ -8,9 +8,9 @@
 package ipaccess
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/re2"
 	"github.com/globalconfig/globalconfig/items"
 )
 
@@ -97,7 +98,19 @@ type IPAccess struct {
 var (
 	_ items.Item           = (*IPAccess)(nil)
 	_ items.ContextLimiter = (*IPAccess)(nil)
+	_ items.Texter         = (*IPAccess)(nil)
+	_ items.Versioned      = (*IPAccess)(nil)
 )
+
+// Texts implements items.Texter.
+func (*IPAccess) Texts() []items.Text {
+	return []items.Text{
+		{Path: "allow[]", Kind: items.TextCIDR},
+		{Path: "deny[]", Kind: items.TextCIDR},
+		{Path: "denyConnections[]", Kind: items.TextCIDR},
+		{Path: "denyUserAgents[]", Kind: items.TextPattern},
+	}
+}
 
 func init() {
 	items.Register(items.Registration{
@@ -181,10 +194,72 @@ func parseRegex(expr string, ignoreCase bool) (UserAgent, error) {
 	if expr == "" {
 		return UserAgent{}, fmt.Errorf("the regular expression after ~ is empty")
 	}
-	if _, err := regexp.Compile(expr); err != nil {
-		return UserAgent{}, fmt.Errorf("must be a regular expression in RE2 syntax, as Envoy runs it: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	ua := UserAgent{Value: expr, Regex: true, IgnoreCase: ignoreCase}
+	// Refused here only when every Envoy of the fleet refuses it; one
+	// that only some refuse is refused for their releases by BuildFor.
+	var errs []error
+	for _, d := range re2.Dialects() {
+		if _, err := ua.matchers(d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return ua, nil
 	}
-	return UserAgent{Value: expr, Regex: true, IgnoreCase: ignoreCase}, nil
+	return UserAgent{}, errs[0]
+}
+
+// wrap is the regex Envoy runs for expr: nginx's regular expressions match
+// anywhere in the value, Envoy's match it whole.
+func (ua UserAgent) wrap(expr string) string {
+	if ua.IgnoreCase {
+		expr = "(?i)" + expr
+	}
+	return ".*(?:" + expr + ").*"
+}
+
+// matchers are the regexes Envoy runs for a regex entry with the RE2 of
+// dialect d: one, or, when its program is over Envoy's limit
+// (re2.MaxProgramSize) and it is an alternation, several that together
+// match what it matches (a bot list written as one regex keeps working).
+func (ua UserAgent) matchers(d re2.Dialect) ([]string, error) {
+	check := func(re string) (int, error) { return re2.CheckDialect(re, d) }
+	re := ua.wrap(ua.Value)
+	size, err := check(re)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("Envoy's RE2 refuses it: %v", err)
+	case size <= re2.MaxProgramSize:
+		return []string{re}, nil
+	}
+	prefix, alts, suffix, ok := re2.TopAlternatives(ua.Value)
+	if !ok {
+		return nil, fmt.Errorf("its RE2 program size is %d, over Envoy's limit of %d (re2.max_program_size), and it is no alternation globalconfig can split; split it into several entries", size, re2.MaxProgramSize)
+	}
+	build := func(group []string) string { return ua.wrap(prefix + "(?:" + strings.Join(group, "|") + ")" + suffix) }
+	groups, err := re2.SplitAlternatives(alts, build, check)
+	var alt *re2.AlternativeError
+	switch {
+	case errors.As(err, &alt) && alt.Err != nil:
+		return nil, fmt.Errorf("Envoy's RE2 refuses its alternative %q: %v", alt.Alternative, alt.Err)
+	case errors.As(err, &alt):
+		return nil, fmt.Errorf("its RE2 program size is %d, over Envoy's limit of %d, and its alternative %q alone is %d; split it into several entries", size, re2.MaxProgramSize, alt.Alternative, alt.Size)
+	case err != nil:
+		return nil, err
+	}
+	out := make([]string, len(groups))
+	for i, g := range groups {
+		out[i] = build(g)
+	}
+	return out, nil
+}
+
+// dialectOf is the RE2 dialect of the proxies of release r: Envoy 1.39
+// and newer compile regexes in Latin-1 (see internal/re2).
+func dialectOf(r envoyfilter.Release) re2.Dialect {
+	if r.Envoy.AtLeast(envoyfilter.Version{Major: 1, Minor: 39}) {
+		return re2.Envoy139
+	}
+	return re2.Envoy136
 }
 
 func checkUserAgents(p *items.Problems, list []string) {
@@ -210,27 +285,36 @@ func checkUserAgents(p *items.Problems, list []string) {
 }
 
 // userAgents is the permission of requests whose User-Agent matches an
-// entry of list.
-func userAgents(list []string) ([]*rbacv3.Permission, error) {
+// entry of list, on proxies whose RE2 is of dialect d. A regex entry Envoy
+// would refuse there is an error at its path.
+func userAgents(list []string, d re2.Dialect) ([]*rbacv3.Permission, error) {
 	var rules []*rbacv3.Permission
-	for _, s := range list {
+	var p items.Problems
+	for i, s := range list {
 		ua, err := ParseUserAgent(s)
 		if err != nil {
 			return nil, err
 		}
-		m := &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: ua.Value}, IgnoreCase: true}
+		matchers := []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: ua.Value}, IgnoreCase: true}}
 		if ua.Regex {
-			expr := ua.Value
-			if ua.IgnoreCase {
-				expr = "(?i)" + expr
+			regexes, err := ua.matchers(d)
+			if err != nil {
+				p.Addf(fmt.Sprintf("denyUserAgents[%d]", i), "%v", err)
+				continue
 			}
-			// nginx's regular expressions match anywhere in the value;
-			// Envoy's match it whole.
-			m = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: ".*(?:" + expr + ").*"}}}
+			matchers = matchers[:0]
+			for _, re := range regexes {
+				matchers = append(matchers, &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}})
+			}
 		}
-		rules = append(rules, &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
-			Name: "user-agent", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: m},
-		}}})
+		for _, m := range matchers {
+			rules = append(rules, &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
+				Name: "user-agent", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: m},
+			}}})
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
 	}
 	return []*rbacv3.Permission{{Rule: &rbacv3.Permission_OrRules{OrRules: &rbacv3.Permission_Set{Rules: rules}}}}, nil
 }
@@ -370,8 +454,12 @@ func (*IPAccess) ContextLimits() []items.ContextLimit {
 		Why: "on a sidecar's outbound listeners the client is the workload itself, so the lists would refuse or close the workload's own requests (ANY includes those listeners)"}}
 }
 
-// Build implements items.Item.
-func (a *IPAccess) Build() ([]envoyfilter.Patch, error) {
+// Build implements items.Item: the patches for the newest Envoy.
+func (a *IPAccess) Build() ([]envoyfilter.Patch, error) { return a.BuildFor(envoyfilter.Newest()) }
+
+// BuildFor implements items.Versioned: regexes are compiled by the RE2 of
+// the release's Envoy, whose dialect and so program sizes differ.
+func (a *IPAccess) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 	allow, err := parseAll(a.Allow)
 	if err != nil {
 		return nil, err
@@ -403,7 +491,7 @@ func (a *IPAccess) Build() ([]envoyfilter.Patch, error) {
 	if len(allow) > 0 || len(deny) > 0 || len(a.DenyUserAgents) > 0 {
 		policies := map[string]*rbacv3.Policy{}
 		if len(a.DenyUserAgents) > 0 {
-			perms, err := userAgents(a.DenyUserAgents)
+			perms, err := userAgents(a.DenyUserAgents, dialectOf(r))
 			if err != nil {
 				return nil, err
 			}

@@ -155,7 +155,14 @@ var (
 	_ items.ScalarDecoder  = (*Version)(nil)
 	_ items.ScalarDecoder  = (*MaxAge)(nil)
 	_ items.SchemaTyper    = MaxAge{}
+	_ items.Texter         = (*TLS)(nil)
 )
+
+// Texts implements items.Texter: the names are checked against the item's
+// own tables.
+func (*TLS) Texts() []items.Text {
+	return []items.Text{{Path: "cipherSuites[]", Kind: items.TextPlain}, {Path: "ecdhCurves[]", Kind: items.TextPlain}}
+}
 
 func init() {
 	items.Register(items.Registration{
@@ -249,8 +256,16 @@ func (t *TLS) checkPorts(p *items.Problems) {
 			continue
 		}
 		seen[port] = i
+		if slices.Contains(PlaintextPorts, port) {
+			p.Addf(fmt.Sprintf("ports[%d]", i), "%d is the standard gateway's plaintext HTTP port (Service port 80, pod port 8080): its filter chains have no TLS, so the TLS settings would give them a TLS socket without certificates, which Envoy refuses with every listener of the port; list the ports your Gateway terminates TLS on", port)
+		}
 	}
 }
+
+// PlaintextPorts are the standard ingress gateway's plaintext HTTP ports:
+// the Service's port 80 and the pod's port 8080 it maps to (Istio's
+// gateway chart).
+var PlaintextPorts = []items.Port{80, 8080}
 
 func (t *TLS) checkVersions(p *items.Problems) {
 	switch {

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +19,6 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	tagsv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -75,6 +73,7 @@ var (
 	_ items.Versioned    = (*Tracing)(nil)
 	_ items.SecretHolder = (*Tracing)(nil)
 	_ items.ServiceUser  = (*Tracing)(nil)
+	_ items.Texter       = (*Tracing)(nil)
 	_ items.Enum         = Protocol("")
 )
 
@@ -184,6 +183,25 @@ func (t *Tracing) backends() map[string]*Backend {
 	return out
 }
 
+// Texts implements items.Texter.
+func (*Tracing) Texts() []items.Text {
+	return []items.Text{
+		{Path: "serviceName", Kind: items.TextPlain},
+		{Path: "customTags.*", Key: items.TextPlain},
+		{Path: "customTags.*.literal", Kind: items.TextPlain},
+		{Path: "customTags.*.header", Kind: items.TextHeaderRead},
+		{Path: "customTags.*.environment", Kind: items.TextPlain},
+		{Path: "customTags.*.default", Kind: items.TextPlain},
+		{Path: "zipkin.service", Kind: items.TextServiceHost},
+		{Path: "zipkin.path", Kind: items.TextURLPath},
+		{Path: "skywalking.service", Kind: items.TextServiceHost},
+		{Path: "skywalking.access_token", Kind: items.TextPlain},
+		{Path: "opentelemetry.service", Kind: items.TextServiceHost},
+		{Path: "opentelemetry.path", Kind: items.TextURLPath},
+		{Path: "datadog.service", Kind: items.TextServiceHost},
+	}
+}
+
 // Services implements items.ServiceUser: the collector.
 func (t *Tracing) Services() []items.ServiceRef {
 	var out []items.ServiceRef
@@ -234,11 +252,7 @@ func (t *Tracing) Validate() error {
 			p.Addf(name+".port", "is required")
 		}
 	}
-	if t.Zipkin != nil {
-		checkPath(&p, "zipkin.path", t.Zipkin.Path)
-	}
 	if o := t.OpenTelemetry; o != nil {
-		checkPath(&p, "opentelemetry.path", o.Path)
 		if o.Path != "" && o.Protocol != "http" {
 			p.Addf("opentelemetry.path", "only applies to protocol http")
 		}
@@ -247,15 +261,6 @@ func (t *Tracing) Validate() error {
 		t.CustomTags[tag].validate(&p, "customTags."+tag)
 	}
 	return p.Err()
-}
-
-func checkPath(p *items.Problems, path, v string) {
-	if v == "" {
-		return
-	}
-	if u, err := url.Parse(v); err != nil || !strings.HasPrefix(v, "/") || u.Path != v {
-		p.Addf(path, "must be a URL path starting with \"/\", got %q", v)
-	}
 }
 
 func (c CustomTag) validate(p *items.Problems, path string) {
@@ -267,9 +272,6 @@ func (c CustomTag) validate(p *items.Problems, path string) {
 	}
 	if set != 1 {
 		p.Addf(path, "needs exactly one of literal, header or environment")
-	}
-	if c.Header != "" && !httpguts.ValidHeaderFieldName(c.Header) {
-		p.Addf(path+".header", "must be a valid HTTP header name, got %q", c.Header)
 	}
 	if c.Literal != "" && c.Default != "" {
 		p.Addf(path+".default", "only applies to header and environment tags")

@@ -122,6 +122,12 @@ func (p Policy) Bake() time.Duration {
 	return p.BakeTime.Duration
 }
 
+// Ranges implements items.Ranger for the JSON Schema: bakeTime's bounds.
+// Validate checks them itself, and takes 0 for the default too.
+func (Policy) Ranges() []items.Range {
+	return []items.Range{items.DurationRange("bakeTime", MinBakeTime, MaxBakeTime)}
+}
+
 // Validate returns every problem of p, with paths relative to the section.
 func (p Policy) Validate() error {
 	var errs fielderr.List

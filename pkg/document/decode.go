@@ -30,6 +30,8 @@ type decoder struct {
 	fleet []envoyfilter.Version
 	// facts, when set, are asked about the services items send to.
 	facts Facts
+	// unvalidated skips every rule beyond decoding.
+	unvalidated bool
 }
 
 func newDecoder() *decoder {

@@ -112,6 +112,8 @@ type Parser struct {
 	facts Facts
 	last  map[string]cachedSection // by item name
 	fleet []envoyfilter.Version
+	// unvalidated skips every rule beyond decoding (see Unvalidated).
+	unvalidated bool
 	// sections are the last document's parsed top-level sections.
 	sections parsedSections
 }
@@ -131,6 +133,19 @@ func NewParser() *Parser { return &Parser{last: map[string]cachedSection{}} }
 func NewParserFor(istioVersions []envoyfilter.Version) *Parser {
 	p := NewParser()
 	p.fleet = istioVersions
+	return p
+}
+
+// Unvalidated returns a Parser that decodes documents strictly (unknown
+// keys, wrong types and values a key's type can't hold are still
+// problems) but applies no rule beyond that: no item's Validate, context
+// limits, service or cross-item checks. What Envoy makes of a document
+// globalconfig refuses can then be asked of Envoy itself: the differential
+// check (test/agreement) renders such documents. Never deliver what it
+// parses.
+func Unvalidated() *Parser {
+	p := NewParser()
+	p.unvalidated = true
 	return p
 }
 
@@ -164,6 +179,7 @@ func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 	d := newDecoder()
 	d.fleet = p.fleet
 	d.facts = p.facts
+	d.unvalidated = p.unvalidated
 	d.cache = p.last
 	doc := &Document{Target: envoyfilter.DefaultTarget()}
 	doc.Target.IstioVersions = p.fleet
@@ -268,6 +284,9 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		}
 	}
 	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
+	if d.unvalidated {
+		return
+	}
 	d.checkShared(doc.Sections)
 	doc.FactWarnings = d.checkFacts(doc.Sections)
 }
@@ -444,12 +463,21 @@ func (d *decoder) decodeSection(reg items.Registration, n *yaml.Node, docTarget 
 	if len(n.Content) == 0 && len(top) > 0 && reflect.DeepEqual(s.Item, reg.NewItem()) {
 		return s, false
 	}
-	err := s.Item.Validate()
-	if su, ok := s.Item.(items.ServiceUser); ok {
-		var p items.Problems
-		items.CheckServices(&p, su)
-		err = errors.Join(err, p.Err())
+	if d.unvalidated {
+		return s, true
 	}
+	err := s.Item.Validate()
+	var rules items.Problems
+	if t, ok := s.Item.(items.Texter); ok {
+		items.CheckTexts(&rules, t)
+	}
+	if su, ok := s.Item.(interface {
+		items.ServiceUser
+		Enabled() bool
+	}); ok {
+		items.CheckServices(&rules, su)
+	}
+	err = errors.Join(err, rules.Err())
 	if cl, ok := s.Item.(items.ContextLimiter); ok && err == nil && s.Item.Enabled() {
 		var p items.Problems
 		items.CheckContexts(&p, cl, s.Target.Context)

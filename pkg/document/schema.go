@@ -45,6 +45,9 @@ func JSONSchema() *Schema {
 	target.Description = "Where the generated EnvoyFilters apply; an item's own target overrides it field by field."
 	root.Properties[TargetKey] = target
 	policy := schemaOf(reflect.TypeFor[canary.Policy](), reflect.Value{})
+	for _, rng := range (canary.Policy{}).Ranges() {
+		setRange(policy, rng, reflect.TypeFor[canary.Policy](), canary.Key)
+	}
 	policy.Description = "How a change reaches the fleet: at once (Direct), or canary proxies first (Canary). See docs/rollout.md."
 	root.Properties[canary.Key] = policy
 	for _, r := range items.All() {

@@ -131,24 +131,37 @@ func (m *Renderer) Build(doc *document.Document) Result {
 
 // build runs one item and checks its EnvoyFilter. An item whose section
 // asks for nothing at the proxy (downstream with only routeTimeout: 0)
-// returns no patches and gets no EnvoyFilter. A Versioned item is built
-// for each Istio release of its target's fleet.
+// returns no patches and gets no EnvoyFilter. Every item is built for each
+// Istio release of its target's fleet: a Versioned item's patches may
+// differ by release, and a format string or header value an older Envoy
+// refuses (items.TextsFor) is refused for the releases that have it.
 func build(s document.Section) (*envoyfilter.Object, error) {
-	v, ok := s.Item.(items.Versioned)
-	if !ok {
-		patches, err := s.Item.Build()
-		if err != nil || len(patches) == 0 {
+	texts, _ := s.Item.(items.Texter)
+	v, versioned := s.Item.(items.Versioned)
+	var fixed []envoyfilter.Patch
+	if !versioned {
+		var err error
+		if fixed, err = s.Item.Build(); err != nil || len(fixed) == 0 {
 			return nil, err
 		}
-		return envoyfilter.NewObject(s.Name, s.Placement, s.Target, patches)
 	}
 	empty := true
 	obj, err := envoyfilter.NewVersionedObject(s.Name, s.Placement, s.Target, func(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+		if texts != nil {
+			if err := items.TextsFor(texts, r.Envoy); err != nil {
+				empty = false
+				return nil, err
+			}
+		}
+		if !versioned {
+			empty = false
+			return fixed, nil
+		}
 		patches, err := v.BuildFor(r)
 		empty = empty && err == nil && len(patches) == 0
 		return patches, err
 	})
-	if empty {
+	if empty && versioned {
 		return nil, nil
 	}
 	return obj, err

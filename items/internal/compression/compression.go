@@ -48,6 +48,11 @@ func DefaultResponse() Response {
 	}
 }
 
+// Texts implements items.Texter for the items that embed Response.
+func (Response) Texts() []items.Text {
+	return []items.Text{{Path: "contentType[]", Kind: items.TextMediaType}}
+}
+
 // Validate records the problems of r.
 func (r Response) Validate(p *items.Problems) {
 	if len(r.ContentType) == 0 {

@@ -1,0 +1,270 @@
+package items
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/envoyformat"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+)
+
+// Free-form string keys are declared once and read twice, as Ranges are:
+// an item says what each one holds as Envoy reads it (Texts), validation
+// checks every declared key with the one rule of its kind (CheckTexts,
+// called by the document for every section), and the differential check
+// (test/agreement) generates values of the same kind to put through
+// validation and a real Envoy.
+
+// TextKind is what a free-form string key holds, as Envoy reads it.
+type TextKind string
+
+// The kinds of text.
+const (
+	// TextFormat is an Envoy substitution format string: access log
+	// lines, local reply bodies (command operators %NAME(args):N%, a
+	// literal percent sign written %%).
+	TextFormat TextKind = "format"
+	// TextHeaderValue is a header value the proxy sends: a valid header
+	// value that Envoy also reads as a format string.
+	TextHeaderValue TextKind = "headerValue"
+	// TextHeaderName is a header the item sets or removes: a valid,
+	// lower-case header name, not a pseudo-header or host.
+	TextHeaderName TextKind = "headerName"
+	// TextHeaderRead is a request header the item reads (a span tag, a
+	// rate-limit key): a header name Envoy accepts, pseudo-headers such
+	// as :authority included; case does not matter.
+	TextHeaderRead TextKind = "headerRead"
+	// TextURLPath is a URL path the proxy requests.
+	TextURLPath TextKind = "urlPath"
+	// TextFilePath is a file the proxy writes.
+	TextFilePath TextKind = "filePath"
+	// TextPattern is a value matched as nginx's map matches it: a string
+	// matched whole, ignoring case, or a regular expression after ~
+	// (case-sensitive) or ~* (ignoring case), run by Envoy's RE2.
+	TextPattern TextKind = "pattern"
+	// TextServiceHost is the host of a service the proxy sends to
+	// (checked through items.ServiceUser).
+	TextServiceHost TextKind = "serviceHost"
+	// TextCIDR is an address range and TextMediaType a media type; their
+	// items check them (they read them), the kinds say what to generate.
+	TextCIDR      TextKind = "cidr"
+	TextMediaType TextKind = "mediaType"
+	// TextPlain is text Envoy uses as it is (a tag value, a name).
+	TextPlain TextKind = "plain"
+)
+
+// Text declares one free-form string key.
+type Text struct {
+	// Path is the key as a Range's path: "[]" stands for every element of
+	// a list, "*" for every value of a map ("json.*").
+	Path string
+	// Kind is what the key holds; for a map, what its values hold ("" for
+	// a map whose values are not strings: only its keys are declared).
+	Kind TextKind
+	// Key, for a map ("responseHeaders.*"), is what its keys hold.
+	Key TextKind
+}
+
+// Texter is implemented by items with free-form string keys.
+type Texter interface {
+	Texts() []Text
+}
+
+// textRules are the checks of the kinds with one rule of their own here;
+// the others are checked elsewhere (see each kind).
+var textRules = map[TextKind]func(p *Problems, at, s string){
+	TextFormat: func(p *Problems, at, s string) { envoyformat.CheckIn(p, at, s, envoyformat.Text) },
+	TextHeaderValue: func(p *Problems, at, s string) {
+		if !httpguts.ValidHeaderFieldValue(s) {
+			p.Addf(at, "must be a valid header value (no control characters)")
+			return
+		}
+		envoyformat.CheckIn(p, at, s, envoyformat.Header)
+	},
+	TextHeaderName: func(p *Problems, at, s string) { CheckHeader(p, at, s, "") },
+	TextHeaderRead: CheckHeaderRead,
+	TextURLPath:    CheckURLPath,
+	TextFilePath:   CheckProxyFile,
+}
+
+// CheckTexts records a problem at every declared key of it whose value
+// breaks its kind's rule. A path that names no string key is a programming
+// error and panics.
+func CheckTexts(p *Problems, it Texter) {
+	v := reflect.ValueOf(it)
+	for _, t := range it.Texts() {
+		r := Range{Path: t.Path}
+		checked := pathKey{v.Type(), "text:" + t.Path}
+		keys := r.Keys()
+		if _, ok := pathsChecked.Load(checked); !ok {
+			if err := checkText(v.Type(), t, keys); err != nil {
+				panic(fmt.Sprintf("items: %T: Text %q: %v", it, t.Path, err))
+			}
+			pathsChecked.Store(checked, true)
+		}
+		if t.Key != "" {
+			// The map itself: its keys, then its values.
+			eachValue(v, keys[:len(keys)-1], "", func(at string, m reflect.Value) {
+				rule := textRules[t.Key]
+				for _, k := range sortedKeys(m) {
+					if rule != nil && k != "" {
+						rule(p, fielderr.Key(at, k), k)
+					}
+				}
+			})
+		}
+		rule := textRules[t.Kind]
+		if rule == nil {
+			continue
+		}
+		eachValue(v, keys, "", func(at string, s reflect.Value) {
+			if s.String() != "" {
+				rule(p, at, s.String())
+			}
+		})
+	}
+}
+
+// formatPlaces are the kinds Envoy reads as format strings, and where.
+var formatPlaces = map[TextKind]envoyformat.Place{TextFormat: envoyformat.Text, TextHeaderValue: envoyformat.Header}
+
+// TextsFor returns a problem at every format string and header value of it
+// that the proxies of Envoy release envoy refuse though a newer Envoy takes
+// it (an operator added since): the renderer asks it for every Istio
+// release of the target's fleet, and says which releases refuse. What no
+// Envoy takes is CheckTexts' problem.
+func TextsFor(it Texter, envoy envoyfilter.Version) error {
+	var p Problems
+	v := reflect.ValueOf(it)
+	for _, t := range it.Texts() {
+		place, ok := formatPlaces[t.Kind]
+		if !ok {
+			continue
+		}
+		eachValue(v, Range{Path: t.Path}.Keys(), "", func(at string, s reflect.Value) {
+			for _, pr := range envoyformat.Analyze(s.String(), place).For(envoy) {
+				if pr.Since != (envoyfilter.Version{}) {
+					p.Addf(at, "%s", pr.Message)
+				}
+			}
+		})
+	}
+	return p.Err()
+}
+
+// sortedKeys are the string keys of map m, sorted.
+func sortedKeys(m reflect.Value) []string {
+	var out []string
+	for _, k := range m.MapKeys() {
+		out = append(out, k.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkText reports why t declares no key of the section type st: a Key
+// kind needs a path ending in a map's "*", a Kind a string there.
+func checkText(st reflect.Type, t Text, keys []string) error {
+	if t.Key != "" && keys[len(keys)-1] != "*" {
+		return fmt.Errorf("a Key kind needs a path ending in a map's \"*\"")
+	}
+	if t.Kind == "" {
+		if t.Key == "" {
+			return fmt.Errorf("declares no kind")
+		}
+		return checkTextPath(st, keys[:len(keys)-1], true)
+	}
+	return checkTextPath(st, keys, false)
+}
+
+// checkTextPath reports why keys name no string key of t, or no map with
+// string keys when mapKeys.
+func checkTextPath(t reflect.Type, keys []string, mapKeys bool) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if len(keys) == 0 {
+		switch {
+		case mapKeys && (t.Kind() != reflect.Map || t.Key().Kind() != reflect.String):
+			return fmt.Errorf("names a %s, not a map", t)
+		case !mapKeys && t.Kind() != reflect.String:
+			return fmt.Errorf("names a %s, not a string", t)
+		}
+		return nil
+	}
+	switch k := keys[0]; {
+	case k == "[]":
+		if t.Kind() != reflect.Slice {
+			return fmt.Errorf("[] after a %s, not a list", t)
+		}
+		return checkTextPath(t.Elem(), keys[1:], mapKeys)
+	case k == "*":
+		if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
+			return fmt.Errorf("* after a %s, not a map", t)
+		}
+		return checkTextPath(t.Elem(), keys[1:], mapKeys)
+	case t.Kind() != reflect.Struct:
+		return fmt.Errorf("key %q inside a %s", k, t)
+	default:
+		index, ok := fieldIndex(t, k)
+		if !ok {
+			return fmt.Errorf("%s has no key %q", t, k)
+		}
+		return checkTextPath(t.FieldByIndex(index).Type, keys[1:], mapKeys)
+	}
+}
+
+// CheckHeaderRead is the rule for a request header an item reads: a
+// header name as Envoy's HTTP_HEADER_NAME rule takes it, a pseudo-header
+// (":authority", ":path") included. Envoy compares names ignoring case.
+func CheckHeaderRead(p *Problems, at, name string) {
+	if !httpguts.ValidHeaderFieldName(strings.TrimPrefix(name, ":")) {
+		p.Addf(at, "must be a valid HTTP header name, got %q", name)
+	}
+}
+
+// CheckURLPath is the rule for a URL path the proxy requests: absolute,
+// and exactly what it says once parsed (no query, fragment or escapes
+// that change it).
+func CheckURLPath(p *Problems, at, v string) {
+	if u, err := url.Parse(v); err != nil || !strings.HasPrefix(v, "/") || u.Path != v {
+		p.Addf(at, "must be a URL path starting with \"/\", got %q", v)
+	}
+}
+
+// ProxyWritable are the places an Istio proxy can write a file: its
+// container's root filesystem is read-only, and Istio mounts these
+// emptyDirs (the sidecar and gateway injection templates), besides its
+// standard output and error.
+var ProxyWritable = []string{"/var/lib/istio/data/", "/etc/istio/proxy/"}
+
+// proxyStreams are the files a proxy can always write.
+var proxyStreams = []string{"/dev/stdout", "/dev/stderr", "/dev/null"}
+
+// CheckProxyFile is the rule for a file the proxy writes: Envoy opens it
+// when it loads the listener, and refuses the listener when it can't, so
+// it must be the proxy's standard output or error, or a file in a
+// directory Istio makes writable (ProxyWritable).
+func CheckProxyFile(p *Problems, at, file string) {
+	if slices.Contains(proxyStreams, file) {
+		return
+	}
+	clean := path.Clean(file)
+	if !strings.HasPrefix(file, "/") || clean != file {
+		p.Addf(at, "must be an absolute, clean file path, got %q", file)
+		return
+	}
+	for _, dir := range ProxyWritable {
+		if strings.HasPrefix(file, dir) && len(file) > len(dir) {
+			return
+		}
+	}
+	p.Addf(at, "%s can't be written by an Istio proxy, whose root filesystem is read-only, so Envoy would refuse every listener that logs to it; use /dev/stdout (what kubectl logs shows), /dev/stderr, or a file under %s (to keep logs on a volume of your own, mount it there)", file, strings.Join(ProxyWritable, " or "))
+}
