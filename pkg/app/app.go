@@ -91,6 +91,11 @@ type Options struct {
 	// domain ClusterDomain.
 	ServiceFacts  bool
 	ClusterDomain string
+	// Envoy, when set, is the fleet's Envoy binary: the webhook loads the
+	// output of every edit that changes the EnvoyFilters into it, within
+	// EnvoyTimeout (webhook.EnvoyCheck).
+	Envoy        string
+	EnvoyTimeout time.Duration
 }
 
 // RolloutOptions configure rollout tracking: which istiod instances are
@@ -149,6 +154,18 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 
 // Run runs `globalconfig run` until ctx ends.
 func Run(ctx context.Context, opts Options, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Envoy != "" {
+		// A binary that can't check is an error now, not at the first edit.
+		check, err := webhook.NewEnvoyCheck(ctx, opts.Envoy, opts.EnvoyTimeout, reg)
+		if err != nil {
+			return fmt.Errorf("--envoy: %w", err)
+		}
+		opts.Webhook.Envoy = check
+		log.Info("admission loads each edit's EnvoyFilters into Envoy", "envoy", check.Binary.Path,
+			"version", check.Binary.Version, "istio", check.Istio(), "timeout", check.Timeout)
+	}
 	restCfg, err := RESTConfig(opts.Kubeconfig)
 	if err != nil {
 		return err
@@ -174,8 +191,6 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return fmt.Errorf("istio client: %w", err)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := controller.NewMetrics(reg)
 
 	ctx, cancel := context.WithCancel(ctx)

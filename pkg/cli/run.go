@@ -14,6 +14,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/app"
 	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
 
 // Defaults of `globalconfig run`.
@@ -77,6 +78,8 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	fs.StringVar(&o.Rollout.RootNamespace, "mesh-root-namespace", envoyfilter.DefaultNamespace, "Istio's root namespace (meshConfig.rootNamespace): an EnvoyFilter there reaches every proxy")
 	fs.BoolVar(&o.ServiceFacts, "service-facts", true, "look up the Services and ServiceEntries the document's items send to (a collector): refuse a name istiod never resolves as written, warn of one that is missing; needs get on services and list on serviceentries")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", facts.DefaultDomain, "istiod's domain suffix (its --domain): Services' full host names end in .svc.DOMAIN")
+	fs.StringVar(&o.Envoy, "envoy", "", "the fleet's Envoy binary (istio-proxy's, from the istio/proxyv2 image): the webhook loads the output of every edit that changes the EnvoyFilters into it in validate mode and refuses what Envoy refuses; needs --webhook-addr")
+	fs.DurationVar(&o.EnvoyTimeout, "envoy-timeout", webhook.DefaultEnvoyTimeout, "how long one review may wait for the Envoy check; keep it under the webhook configuration's timeoutSeconds (5 in deploy/). An edit the check can't judge in time (or that crashes Envoy) is admitted on globalconfig's own validation, with a warning")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level
 }
@@ -99,6 +102,14 @@ func runCommand(args []string, env Env) int {
 	}
 	if opts.Sink.MCP() != (opts.MCPAddr != "") {
 		fmt.Fprintf(env.Stderr, "globalconfig run: --sink mcp and --sink both need --mcp-addr, and --mcp-addr needs one of them (got --sink %s)\n", opts.Sink)
+		return ExitUsage
+	}
+	if opts.Envoy != "" && opts.Webhook.Addr == "" {
+		fmt.Fprintf(env.Stderr, "globalconfig run: --envoy checks the webhook's edits and needs --webhook-addr\n")
+		return ExitUsage
+	}
+	if opts.EnvoyTimeout <= 0 {
+		fmt.Fprintf(env.Stderr, "globalconfig run: --envoy-timeout must be positive, got %v\n", opts.EnvoyTimeout)
 		return ExitUsage
 	}
 	if opts.LeaseNamespace == "" {

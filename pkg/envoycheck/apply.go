@@ -2,10 +2,15 @@ package envoycheck
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -13,6 +18,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
 )
 
 // apply applies one config patch the way istiod applies an EnvoyFilter's:
@@ -170,6 +176,9 @@ func (c *config) hcm(f *listenerv3.Filter) *hcmv3.HttpConnectionManager {
 // encode packs the decoded HTTP connection managers back into their filters.
 func (c *config) encode() error {
 	for f, h := range c.hcms {
+		if err := localLogs(h); err != nil {
+			return err
+		}
 		typed, err := anypb.New(h)
 		if err != nil {
 			return err
@@ -177,6 +186,37 @@ func (c *config) encode() error {
 		f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: typed}
 	}
 	c.hcms = nil
+	return nil
+}
+
+// localLogs points the file access logs that an Istio proxy writes in
+// its own writable directories (items.ProxyWritable), which this machine
+// may lack, at the same names under a temporary directory: Envoy opens a
+// log file when it loads the listener, and validate mode does too.
+func localLogs(h *hcmv3.HttpConnectionManager) error {
+	for _, l := range h.GetAccessLog() {
+		if l.GetTypedConfig() == nil || !l.GetTypedConfig().MessageIs(&filev3.FileAccessLog{}) {
+			continue
+		}
+		f := &filev3.FileAccessLog{}
+		if err := l.GetTypedConfig().UnmarshalTo(f); err != nil {
+			return fmt.Errorf("access log: %w", err)
+		}
+		for _, dir := range items.ProxyWritable {
+			if rest, ok := strings.CutPrefix(f.Path, dir); ok {
+				local := filepath.Join(os.TempDir(), "globalconfig-envoycheck", strings.Trim(dir, "/"), filepath.Dir(rest))
+				if err := os.MkdirAll(local, 0o700); err != nil {
+					return err
+				}
+				f.Path = filepath.Join(local, filepath.Base(rest))
+				typed, err := anypb.New(f)
+				if err != nil {
+					return err
+				}
+				l.ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: typed}
+			}
+		}
+	}
 	return nil
 }
 

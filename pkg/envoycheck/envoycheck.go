@@ -38,6 +38,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -55,6 +56,9 @@ type Result struct {
 	// Items are the items whose patches Envoy refuses on their own; empty
 	// when only their combination fails.
 	Items []string
+	// Unnamed says the check's context ended before the items were
+	// named: Items is empty then, whatever they are.
+	Unnamed bool
 }
 
 // Report is the check of one rendered set against one Envoy binary.
@@ -88,7 +92,9 @@ var contexts = []networking.EnvoyFilter_PatchContext{
 
 // Check loads objs, as they reach a proxy of bin's Envoy release, into bin
 // in validate mode. The error is for a check that could not run (the
-// binary failed, a patch shape it can't model); a refusal is in the Report.
+// binary failed, a patch shape it can't model, ctx ended); a refusal is in
+// the Report, also when ctx ends after it (the rest unchecked, the items
+// Unnamed).
 func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object) (*Report, error) {
 	ev, err := envoyfilter.ParseVersion(bin.Version)
 	if err != nil {
@@ -108,18 +114,50 @@ func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object
 		res := Result{Context: c.String(), Patches: len(ps)}
 		msg, err := load(ctx, bin, c, ps)
 		if err != nil {
+			if !rep.OK() && ctx.Err() != nil {
+				return rep, nil // out of time, but Envoy has refused already
+			}
 			return nil, err
 		}
 		if msg != "" {
 			res.Rejected = msg
 			res.Items, err = alone(ctx, bin, c, ps)
 			if err != nil {
-				return nil, err
+				if ctx.Err() == nil {
+					return nil, err
+				}
+				// Out of time naming the items: the refusal stands.
+				res.Items, res.Unnamed = nil, true
+				rep.Results = append(rep.Results, res)
+				return rep, nil
 			}
 		}
 		rep.Results = append(rep.Results, res)
 	}
 	return rep, nil
+}
+
+// Verdict is Check without naming the items: Envoy's message for the first
+// context it refuses ("" when it accepts every one), one Envoy run per
+// context the set reaches. The differential check (test/agreement) asks
+// it of many documents.
+func Verdict(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object) (string, error) {
+	ev, err := envoyfilter.ParseVersion(bin.Version)
+	if err != nil {
+		return "", fmt.Errorf("envoy %s: %w", bin.Path, err)
+	}
+	byContext, err := byContext(objs, envoyfilter.IstioForEnvoy(ev).String()+".0")
+	if err != nil {
+		return "", err
+	}
+	for _, c := range contexts {
+		if ps := byContext[c]; len(ps) > 0 {
+			if msg, err := load(ctx, bin, c, ps); err != nil || msg != "" {
+				return msg, err
+			}
+		}
+	}
+	return "", nil
 }
 
 // byContext sorts the patches of objs that reach a proxy of Istio release
@@ -233,17 +271,22 @@ func alone(ctx context.Context, bin *envoybin.Binary, c networking.EnvoyFilter_P
 }
 
 // load builds the context's configuration with ps and validates it: ""
-// when Envoy accepts it, else Envoy's message.
+// when Envoy accepts it, else Envoy's message. The bootstrap goes in
+// protobuf's binary encoding, as xDS delivers config to a proxy: a typed
+// config of a type the binary does not link (istio-proxy's Envoy has no
+// envoy.filters.http.custom_response) stays opaque, and an optional
+// filter of that type is skipped as the proxy skips it, where a JSON
+// bootstrap would not even parse.
 func load(ctx context.Context, bin *envoybin.Binary, c networking.EnvoyFilter_PatchContext, ps []patch) (string, error) {
 	bs, err := bootstrap(c, ps)
 	if err != nil {
 		return "", err
 	}
-	js, err := protojson.Marshal(bs)
+	pb, err := proto.MarshalOptions{Deterministic: true}.Marshal(bs)
 	if err != nil {
 		return "", fmt.Errorf("encode bootstrap: %w", err)
 	}
-	err = bin.Validate(ctx, js)
+	err = bin.ValidateBinary(ctx, pb)
 	var rej *envoybin.Rejected
 	if errors.As(err, &rej) {
 		return rej.Message, nil

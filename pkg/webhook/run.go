@@ -37,6 +37,8 @@ type Options struct {
 	Renderer *render.Renderer
 	// Fleet is Handler.Fleet (nil: no canary warnings).
 	Fleet func(ctx context.Context, label string, set []*envoyfilter.Object) (canaries, unlabelled []string, err error)
+	// Envoy is Handler.Envoy (nil: no Envoy check).
+	Envoy *EnvoyCheck
 }
 
 // rotationCheck is how often a running replica checks whether the serving
@@ -55,7 +57,7 @@ func Start(ctx context.Context, kube kubernetes.Interface, opts Options, log *sl
 	if r == nil {
 		r = render.New()
 	}
-	srv := NewServer(&Handler{Log: log, Manager: r, Fleet: opts.Fleet})
+	srv := NewServer(&Handler{Log: log, Manager: r, Fleet: opts.Fleet, Envoy: opts.Envoy})
 	go func() {
 		if err := srv.Serve(ctx, ln); err != nil {
 			log.Error("webhook server stopped", "err", err)

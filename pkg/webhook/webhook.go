@@ -3,7 +3,10 @@
 // global ConfigMap (the webhook configuration selects it by name, see
 // MatchExpression), and a document the engine
 // rejects is refused with every problem and its path — the same messages
-// `globalconfig validate` prints. It also keeps its own TLS certificate.
+// `globalconfig validate` prints. With an Envoy binary (`run --envoy`, the
+// fleet's own), an edit that changes the EnvoyFilters is also loaded into
+// it and refused with Envoy's message when Envoy refuses it (envoy.go). It
+// also keeps its own TLS certificate.
 package webhook
 
 import (
@@ -56,7 +59,17 @@ type Handler struct {
 	// false: a document whose rollout policy asks for canaries is warned
 	// when there are none, or when some proxy is unlabelled.
 	Fleet func(ctx context.Context, label string, set []*envoyfilter.Object) (canaries, unlabelled []string, err error)
+	// Envoy, when set, loads the output of every edit that changes the
+	// EnvoyFilters into the fleet's Envoy binary; nil checks with
+	// globalconfig's own validation only.
+	Envoy *EnvoyCheck
 }
+
+// reviewShare is the share of the API server's timeout for the review
+// (the timeout it sends in the URL) that a review may spend: the rest
+// is for the answer to reach it. Past its timeout the API server applies
+// the failurePolicy (Ignore: the edit is admitted unchecked).
+const reviewShare = 0.8
 
 // FleetTimeout bounds the Fleet question within one review.
 const FleetTimeout = 2 * time.Second
@@ -76,15 +89,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
 		return
 	}
-	resp := h.review(review.Request)
+	ctx := r.Context()
+	// The API server says how long it waits (?timeout=5s): answer in time.
+	if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(float64(t)*reviewShare))
+		defer cancel()
+	}
+	resp := h.review(ctx, review.Request)
 	resp.UID = review.Request.UID
 	review.Response, review.Request = resp, nil
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(&review)
 }
 
-// review decides one request.
-func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+// review decides one request within ctx.
+func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	allow := &admissionv1.AdmissionResponse{Allowed: true}
 	if req.Kind.Kind != "ConfigMap" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return allow
@@ -102,36 +122,81 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 		h.Log.Info("admission denied", "configmap", req.Namespace+"/"+req.Name, "problems", len(res.Problems))
 		return deny(fmt.Sprintf("globalconfig rejected %s: %d problem(s):\n%s", document.DataKey, len(res.Problems), render.Describe(res.Problems, "\n")))
 	}
-	for _, w := range res.Warnings {
-		allow.Warnings = append(allow.Warnings, "globalconfig: "+render.Describe([]*fielderr.Error{w}, ""))
-	}
-	allow.Warnings = append(allow.Warnings, h.canaryWarnings(res)...)
 	// The old document is only parsed, never built: its section keys say
 	// what the edit changes.
+	var diff *render.Diff
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		var old corev1.ConfigMap
 		if json.Unmarshal(req.OldObject.Raw, &old) == nil {
 			if before, ok := render.KeysOf(old.Data); ok {
-				if d := render.Compare(before, res.Keys); d.Empty() {
-					allow.Warnings = append(allow.Warnings, NoChangeWarning)
-				} else {
-					allow.Warnings = append(allow.Warnings, ChangeWarningPrefix+d.String())
-				}
+				d := render.Compare(before, res.Keys)
+				diff = &d
 			}
 		}
 	}
+	if h.Envoy != nil {
+		warning, denied := h.envoyReview(ctx, req, res, diff)
+		if denied != nil {
+			return denied
+		}
+		if warning != "" {
+			allow.Warnings = append(allow.Warnings, warning)
+		}
+	}
+	for _, w := range res.Warnings {
+		allow.Warnings = append(allow.Warnings, "globalconfig: "+render.Describe([]*fielderr.Error{w}, ""))
+	}
+	allow.Warnings = append(allow.Warnings, h.canaryWarnings(ctx, res)...)
+	switch {
+	case diff == nil:
+	case diff.Empty():
+		allow.Warnings = append(allow.Warnings, NoChangeWarning)
+	default:
+		allow.Warnings = append(allow.Warnings, ChangeWarningPrefix+diff.String())
+	}
 	return allow
+}
+
+// envoyReview loads the valid document's set res into the fleet's Envoy,
+// unless the edit changes no item's EnvoyFilter (diff), and says whether
+// Envoy refuses it (denied), or why Envoy gave no verdict (warning: the
+// edit is admitted on globalconfig's own validation).
+func (h *Handler) envoyReview(ctx context.Context, req *admissionv1.AdmissionRequest, res render.Result, diff *render.Diff) (warning string, denied *admissionv1.AdmissionResponse) {
+	c := h.Envoy
+	if (diff != nil && diff.Empty()) || len(res.Objects) == 0 {
+		c.metrics.checks.WithLabelValues(EnvoyUnchanged).Inc()
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	rep, err := c.check(ctx, res.Objects)
+	cm := req.Namespace + "/" + req.Name
+	switch {
+	case err != nil:
+		c.metrics.checks.WithLabelValues(EnvoyFailed).Inc()
+		msg := render.Scrub(err.Error(), res.Secrets)
+		h.Log.Warn("admission: the Envoy check gave no verdict; admitted on globalconfig's own validation", "configmap", cm, "envoy", c.Binary.Path, "err", msg)
+		return EnvoyFailedWarning + msg, nil
+	case !rep.OK():
+		c.metrics.checks.WithLabelValues(EnvoyRejected).Inc()
+		msg := refusal(rep, res.Secrets)
+		h.Log.Info("admission denied by Envoy", "configmap", cm, "envoy", rep.Envoy, "message", msg)
+		return "", deny(msg)
+	default:
+		c.metrics.checks.WithLabelValues(EnvoyAccepted).Inc()
+		return "", nil
+	}
 }
 
 // canaryWarnings warn of a canary policy that would roll every change
 // back: no proxy is a canary, or some proxy the set reaches carries no
 // canary label.
-func (h *Handler) canaryWarnings(res render.Result) []string {
+func (h *Handler) canaryWarnings(ctx context.Context, res render.Result) []string {
 	p := res.Rollout
 	if h.Fleet == nil || !p.Enabled() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), FleetTimeout)
+	ctx, cancel := context.WithTimeout(ctx, FleetTimeout)
 	defer cancel()
 	canaries, unlabelled, err := h.Fleet(ctx, p.Label(), res.Objects)
 	if err != nil {

@@ -60,7 +60,7 @@ func TestReview(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp := h.review(c.req)
+			resp := h.review(context.Background(), c.req)
 			if resp.Allowed != c.allowed || len(resp.Warnings) != c.warnings {
 				t.Fatalf("allowed %v warnings %v, want %v and %d", resp.Allowed, resp.Warnings, c.allowed, c.warnings)
 			}
@@ -77,7 +77,7 @@ func TestReview(t *testing.T) {
 		})
 	}
 	missing := &admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Kind: "ConfigMap"}, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(`{"data":{}}`)}}
-	if resp := h.review(missing); resp.Allowed || !strings.Contains(resp.Result.Message, `no data key "config.yaml"`) {
+	if resp := h.review(context.Background(), missing); resp.Allowed || !strings.Contains(resp.Result.Message, `no data key "config.yaml"`) {
 		t.Errorf("a labelled ConfigMap without config.yaml: %+v", resp)
 	}
 }
@@ -155,7 +155,7 @@ func TestCertificateLifecycle(t *testing.T) {
 // and line, beside the diff.
 func TestReviewWarns(t *testing.T) {
 	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	resp := h.review(request(t, admissionv1.Update, "downstream:\n  routeTimeout: 30s\n", "gzip: {}\n"))
+	resp := h.review(context.Background(), request(t, admissionv1.Update, "downstream:\n  routeTimeout: 30s\n", "gzip: {}\n"))
 	want := []string{
 		"globalconfig: downstream.routeTimeout: overrides the timeout of every route, including those VirtualServices set (http[].timeout); set timeouts in the VirtualServices instead, or use 0 to leave them alone (config.yaml line 2)",
 		ChangeWarningPrefix + "added downstream; removed gzip",
@@ -183,7 +183,7 @@ func TestReviewWarnsOfCanaryPolicy(t *testing.T) {
 	policy := "rollout:\n  strategy: Canary\n  canaryLabel: example.com/canary\ngzip: {}\n"
 	warnings := func(doc string) string {
 		t.Helper()
-		resp := h.review(request(t, admissionv1.Create, doc, ""))
+		resp := h.review(context.Background(), request(t, admissionv1.Create, doc, ""))
 		if !resp.Allowed {
 			t.Fatalf("denied: %v", resp.Result)
 		}

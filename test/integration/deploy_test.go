@@ -1,7 +1,14 @@
 package integration
 
 import (
+	"context"
+	"debug/elf"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,19 +16,29 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/pkg/envoybin"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
-// deploy/ and its MCP overlay render with kubectl's kustomize and are
-// accepted by the API server (server-side dry run), and the sidecar patch
-// adds globalconfig to an istiod Deployment as a native sidecar.
+// envoyOverlay is the overlay that gives the webhook the fleet's Envoy.
+const envoyOverlay = "deploy/overlays/envoy-admission"
+
+// deploy/ and its overlays render with kubectl's kustomize and are
+// accepted by the API server (server-side dry run), the envoy-admission
+// overlay adds to deploy/'s Deployment only istio-proxy's Envoy, and the
+// sidecar patch adds globalconfig to an istiod Deployment as a native
+// sidecar.
 func TestDeployManifests(t *testing.T) {
 	f := setup(t)
 	root := harness.RepoRoot()
-	for _, dir := range []string{"deploy", "deploy/overlays/mcp", "deploy/overlays/cert-manager"} {
+	var base string
+	for _, dir := range []string{"deploy", "deploy/overlays/mcp", "deploy/overlays/cert-manager", envoyOverlay} {
 		out, err := cluster.Kubectl(f.ctx, nil, "kustomize", filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if dir == "deploy" {
+			base = out
 		}
 		if dir == "deploy/overlays/cert-manager" {
 			// cert-manager's CRDs are not installed here; check the rendering.
@@ -34,11 +51,15 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("%s: %v", dir, err)
 		}
 		hasDeployment := strings.Contains(out, "kind: Deployment")
-		if hasDeployment != (dir == "deploy") {
+		if hasDeployment != (dir == "deploy" || dir == envoyOverlay) {
 			t.Errorf("%s: standalone Deployment present = %v", dir, hasDeployment)
 		}
 		if dir == "deploy/overlays/mcp" && strings.Contains(out, "ValidatingWebhookConfiguration") {
 			t.Errorf("%s ships a webhook configuration that nothing serves", dir)
+		}
+		if dir == envoyOverlay {
+			checkEnvoyOverlay(t, out, base)
+			continue
 		}
 		if dir != "deploy" && !strings.Contains(out, "name: istiod") {
 			t.Errorf("%s: RBAC is not granted to istiod's ServiceAccount:\n%s", dir, out)
@@ -72,4 +93,113 @@ func TestDeployManifests(t *testing.T) {
 		len(spec.Containers) != 1 || !strings.Contains(strings.Join(spec.InitContainers[0].Args, " "), "--sink=mcp") {
 		t.Errorf("patched istiod pod spec: %+v", spec)
 	}
+}
+
+// checkEnvoyOverlay checks that deploy/overlays/envoy-admission's
+// Deployment is deploy/'s with istio-proxy's Envoy: an init container of
+// istio/proxyv2 at a pinned tag whose script copies the Envoy, with the
+// loader and libraries it needs, into the emptyDir the controller runs it
+// from with --envoy, and /tmp writable for the configurations it checks.
+// The script is run for real on the Envoy `make tools` installs.
+func checkEnvoyOverlay(t *testing.T, overlay, base string) {
+	t.Helper()
+	got := decode[appsv1.Deployment](t, parseStream(t, []byte(overlay)), "Deployment/globalconfig")
+	want := decode[appsv1.Deployment](t, parseStream(t, []byte(base)), "Deployment/globalconfig")
+	pod, ctr := got.Spec.Template.Spec, got.Spec.Template.Spec.Containers[0]
+	if len(pod.InitContainers) != 1 {
+		t.Fatalf("init containers: %+v", pod.InitContainers)
+	}
+	ic := pod.InitContainers[0]
+	repo, tag, _ := strings.Cut(ic.Image, ":")
+	if repo != "docker.io/istio/proxyv2" || tag == "" || tag == "latest" {
+		t.Errorf("init container image %q: want istio/proxyv2 at a pinned tag (the fleet's)", ic.Image)
+	}
+	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].Name != "envoy" || ic.VolumeMounts[0].MountPath != "/shared" {
+		t.Errorf("init container mounts %+v", ic.VolumeMounts)
+	}
+	if !reflect.DeepEqual(ic.SecurityContext, want.Spec.Template.Spec.Containers[0].SecurityContext) {
+		t.Errorf("init container securityContext %+v, want the controller's", ic.SecurityContext)
+	}
+	if wantArgs := append(slices.Clone(want.Spec.Template.Spec.Containers[0].Args), "--envoy=/shared/envoy"); !slices.Equal(ctr.Args, wantArgs) {
+		t.Errorf("args %q, want %q", ctr.Args, wantArgs)
+	}
+	mounts := []corev1.VolumeMount{{Name: "envoy", MountPath: "/shared", ReadOnly: true}, {Name: "tmp", MountPath: "/tmp"}}
+	if !reflect.DeepEqual(ctr.VolumeMounts[:2], mounts) {
+		t.Errorf("controller mounts %+v, want %+v first", ctr.VolumeMounts, mounts)
+	}
+	for _, v := range pod.Volumes[:2] {
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil {
+			t.Errorf("volume %s: %+v, want a bounded emptyDir", v.Name, v.VolumeSource)
+		}
+	}
+	// Nothing else differs from deploy/'s.
+	pod.InitContainers, pod.Volumes = nil, pod.Volumes[2:]
+	ctr.Args, ctr.VolumeMounts = ctr.Args[:len(ctr.Args)-1], ctr.VolumeMounts[2:]
+	pod.Containers = []corev1.Container{ctr}
+	if !reflect.DeepEqual(pod, want.Spec.Template.Spec) {
+		t.Errorf("the overlay changes more of the pod than the Envoy:\n got %+v\nwant %+v", pod, want.Spec.Template.Spec)
+	}
+
+	// The script, on the Envoy `make tools` installs instead of
+	// /usr/local/bin/envoy, and a directory instead of /shared.
+	real, err := harness.EnvoyBinary(context.Background(), harness.EnvEnvoy, harness.EnvEnvoyVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := t.TempDir()
+	if len(ic.Command) != 3 || ic.Command[0] != "sh" || ic.Command[1] != "-c" || !strings.Contains(ic.Command[2], "/usr/local/bin/envoy") {
+		t.Fatalf("init container command %q", ic.Command)
+	}
+	script := strings.NewReplacer("/usr/local/bin/envoy", real.Path, "/shared", shared).Replace(ic.Command[2])
+	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("the init container's script: %v\n%s", err, out)
+	}
+	interp := elfInterpreter(t, real.Path)
+	if _, err := os.Stat(filepath.Join(shared, envoybin.LibDir, filepath.Base(interp))); err != nil {
+		t.Errorf("the script did not copy Envoy's loader %s: %v", interp, err)
+	}
+	copied, err := envoybin.Open(context.Background(), filepath.Join(shared, "envoy"))
+	if err != nil || copied.Version != real.Version {
+		t.Errorf("the copied Envoy: %+v, %v", copied, err)
+	}
+}
+
+// checkEnvoyAdmission checks that the chart's Deployment with
+// envoyAdmission carries what deploy/overlays/envoy-admission adds.
+func checkEnvoyAdmission(t *testing.T, chart, overlay *appsv1.Deployment) {
+	t.Helper()
+	got, want := chart.Spec.Template.Spec, overlay.Spec.Template.Spec
+	if !reflect.DeepEqual(got.InitContainers, want.InitContainers) {
+		t.Errorf("init containers:\n got %+v\nwant %+v (%s)", got.InitContainers, want.InitContainers, envoyOverlay)
+	}
+	if !reflect.DeepEqual(got.Volumes, want.Volumes) {
+		t.Errorf("volumes:\n got %+v\nwant %+v (%s)", got.Volumes, want.Volumes, envoyOverlay)
+	}
+	if !reflect.DeepEqual(got.Containers[0].VolumeMounts, want.Containers[0].VolumeMounts) {
+		t.Errorf("controller mounts:\n got %+v\nwant %+v (%s)", got.Containers[0].VolumeMounts, want.Containers[0].VolumeMounts, envoyOverlay)
+	}
+	if !slices.Contains(want.Containers[0].Args, "--envoy=/shared/envoy") {
+		t.Errorf("%s runs without --envoy=/shared/envoy: %q", envoyOverlay, want.Containers[0].Args)
+	}
+}
+
+// elfInterpreter is the dynamic loader an ELF binary names.
+func elfInterpreter(t *testing.T, path string) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimRight(string(b), "\x00")
+		}
+	}
+	t.Fatalf("%s names no dynamic loader", path)
+	return ""
 }

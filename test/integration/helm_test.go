@@ -35,7 +35,8 @@ import (
 // (server-side dry run) and is deploy/'s objects with deploy/'s RBAC:
 // standalone (self-signed or cert-manager webhook certificate) as
 // deploy/base, istiodSidecar as deploy/overlays/mcp, and the ConfigMap it
-// can render holds a document `globalconfig validate` accepts.
+// can render holds a document `globalconfig validate` accepts. With
+// envoyAdmission it adds what deploy/overlays/envoy-admission adds.
 func TestHelmChart(t *testing.T) {
 	f := setup(t)
 	h := newHelm(t)
@@ -69,6 +70,14 @@ func TestHelmChart(t *testing.T) {
 		maps.Copy(base, parseFile(t, filepath.Join(root, "deploy", "base", name)))
 	}
 	certManager := parseFile(t, filepath.Join(root, "deploy", "overlays", "cert-manager", "certificate.yaml"))
+	// The envoy-admission overlay as kustomize renders it, and the
+	// istio/proxyv2 tag it pins, which the chart is given.
+	overlay, err := cluster.Kubectl(f.ctx, nil, "kustomize", filepath.Join(root, "deploy", "overlays", "envoy-admission"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	envoyOverlay := decode[appsv1.Deployment](t, parseStream(t, []byte(overlay)), "Deployment/globalconfig")
+	proxyRepo, proxyTag, _ := strings.Cut(envoyOverlay.Spec.Template.Spec.InitContainers[0].Image, ":")
 	baseRole := decode[rbacv1.Role](t, base, "Role/globalconfig")
 	baseDeployment := decode[appsv1.Deployment](t, base, "Deployment/globalconfig")
 	baseWebhook := decode[admissionregistrationv1.ValidatingWebhookConfiguration](t, base, "ValidatingWebhookConfiguration/globalconfig")
@@ -122,6 +131,9 @@ func TestHelmChart(t *testing.T) {
 				"--istiod=" + ns + "/istiod", "--istiod-token-file=/var/run/secrets/globalconfig/istio-token", "--istiod-debug-url=http://127.0.0.1:8080"}},
 		{"standalone-document", []string{"-f", docValues}, documentKeys, roleSelf, "self",
 			[]string{"rollout status deployment/globalconfig"}},
+		{"standalone-envoy-admission", []string{"--set", "envoyAdmission.enabled=true", "--set", "envoyAdmission.image.repository=" + proxyRepo, "--set", "envoyAdmission.image.tag=" + proxyTag},
+			standaloneKeys, roleSelf, "self",
+			[]string{"also loaded into the Envoy of " + proxyRepo + ":" + proxyTag}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -191,7 +203,11 @@ func TestHelmChart(t *testing.T) {
 			}
 
 			if c.cert != "" {
-				checkHelmDeployment(t, objs, baseDeployment, c.cert)
+				var envoy *appsv1.Deployment
+				if strings.HasSuffix(c.name, "envoy-admission") {
+					envoy = envoyOverlay
+				}
+				checkHelmDeployment(t, objs, baseDeployment, c.cert, envoy)
 				hook := decode[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration/globalconfig")
 				if !reflect.DeepEqual(hook.Webhooks, baseWebhook.Webhooks) {
 					t.Errorf("webhooks:\n got %+v\nwant %+v", hook.Webhooks, baseWebhook.Webhooks)
@@ -237,6 +253,8 @@ func TestHelmChart(t *testing.T) {
 		{"mode=sidecar", "mode must be standalone or istiodSidecar"},
 		{"webhook.certificate=vault", "webhook.certificate must be self or certManager"},
 		{"leaderElection.enabled=false", "replicaCount above 1 needs leaderElection.enabled"},
+		{"envoyAdmission.enabled=true", "envoyAdmission.image.tag must be your fleet's Istio version"},
+		{"envoyAdmission.enabled=true,envoyAdmission.image.tag=1.31.0,mode=istiodSidecar", "envoyAdmission.enabled checks the webhook's edits"},
 	} {
 		out, err := h.run(f.ctx, "template", "globalconfig", chart, "--namespace", ns, "--set", bad.set)
 		if err == nil || !strings.Contains(out, bad.msg) {
@@ -246,8 +264,11 @@ func TestHelmChart(t *testing.T) {
 }
 
 // checkHelmDeployment compares the chart's Deployment with deploy/base's:
-// the same pod, plus the rollout flags and the istiod token.
-func checkHelmDeployment(t *testing.T, objs objects, base *appsv1.Deployment, cert string) {
+// the same pod, plus the rollout flags and the istiod token; with envoy
+// (deploy/overlays/envoy-admission's Deployment), plus what that overlay
+// adds: the init container copying istio-proxy's Envoy, its volumes and
+// mounts, and --envoy.
+func checkHelmDeployment(t *testing.T, objs objects, base *appsv1.Deployment, cert string, envoy *appsv1.Deployment) {
 	t.Helper()
 	d := decode[appsv1.Deployment](t, objs, "Deployment/globalconfig")
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
@@ -294,6 +315,18 @@ func checkHelmDeployment(t *testing.T, objs objects, base *appsv1.Deployment, ce
 		"--istiod-debug-port=8080",
 		"--rollout-timeout=60s",
 		"--istiod-token-file=/var/run/secrets/globalconfig/istio-token",
+		"--service-facts=true",
+		"--cluster-domain=cluster.local",
+	}
+	if envoy != nil {
+		wantArgs = append(wantArgs, "--envoy=/shared/envoy", "--envoy-timeout=3s")
+		checkEnvoyAdmission(t, d, envoy)
+		// The rest is deploy/base's.
+		pod.InitContainers, pod.Volumes = nil, pod.Volumes[len(pod.Volumes)-1:]
+		ctr.VolumeMounts = ctr.VolumeMounts[len(ctr.VolumeMounts)-1:]
+	}
+	if len(pod.InitContainers) != 0 {
+		t.Errorf("init containers: %+v", pod.InitContainers)
 	}
 	if !slices.Equal(ctr.Args, wantArgs) {
 		t.Errorf("args:\n got %q\nwant %q", ctr.Args, wantArgs)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/status"
@@ -246,5 +248,106 @@ func TestAdmissionWebhook(t *testing.T) {
 	})
 	if _, after := f.live(); !maps.Equal(live, after) {
 		t.Error("EnvoyFilters changed after an invalid edit got past the webhook")
+	}
+}
+
+// withoutBrotli writes an Envoy that lacks the brotli compressor: the
+// real Envoy `make tools` installs, started without that extension, as a
+// build without it would be (istio-proxy lacks custom_response so).
+// globalconfig's own validation can't know which extensions the fleet's
+// Envoy was built with; only that Envoy can refuse them.
+func withoutBrotli(t testing.TB, envoy string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "envoy-without-brotli")
+	script := "#!/bin/sh\nexec '" + envoy + "' --disable-extensions envoy.compression.compressor/envoy.compression.brotli.compressor \"$@\"\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The API server's admission chain with `run --envoy`: an edit that
+// globalconfig's own validation accepts and the given Envoy refuses is
+// denied, and kubectl shows Envoy's own message and the item; an edit it
+// loads is admitted and applied; a no-op edit runs no Envoy.
+func TestAdmissionWebhookEnvoy(t *testing.T) {
+	f := setup(t)
+	real, err := harness.EnvoyBinary(f.ctx, harness.EnvEnvoy, harness.EnvEnvoyVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := strings.Replace(docV1, "brotli: {}\n", "", 1)
+	refused := docV1 // brotli
+	changed := strings.Replace(loaded, "gzip: {}", "gzip: {chunkSize: 8192}", 1)
+	createWebhookConfig(f, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))
+	f.put(loaded)
+	ctl := f.start("controller", fmt.Sprintf("--webhook-addr=127.0.0.1:%d", port), "--webhook-hosts=127.0.0.1",
+		"--envoy="+withoutBrotli(t, real.Path))
+	if !harness.Eventually(f.ctx, 30*time.Second, func() bool { return ctl.Ready(f.ctx) }) {
+		t.Fatal("controller with webhook never ready")
+	}
+	if !harness.Eventually(f.ctx, 30*time.Second, func() bool {
+		_, err := applyManifest(f, cmName, "gizp: {}\n")
+		return err != nil
+	}) {
+		t.Fatal("the webhook never refused a bad document")
+	}
+	if out, err := applyManifest(f, cmName, loaded); err != nil {
+		t.Fatalf("a document Envoy loads was refused: %v\n%s", err, out)
+	}
+
+	// globalconfig's own validation accepts what Envoy refuses.
+	file := filepath.Join(t.TempDir(), "refused.yaml")
+	if err := os.WriteFile(file, []byte(refused), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := cli.Main([]string{"validate", "-f", file}, cli.Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}); code != cli.ExitOK {
+		t.Fatalf("globalconfig validate refuses the document: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	before := f.configMapVersion()
+	out, err := applyManifest(f, cmName, refused)
+	if err == nil {
+		t.Fatalf("admitted:\n%s", out)
+	}
+	t.Logf("kubectl apply said:\n%v", err)
+	for _, want := range []string{
+		`admission webhook "` + webhook.WebhookName + `" denied the request`,
+		webhook.EnvoyRefusalPrefix,
+		"envoy " + real.Version,
+		`GATEWAY configuration: "Didn't find a registered implementation for type: 'envoy.extensions.compression.brotli.compressor.v3.Brotli'"`,
+		"refused on their own: brotli",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the denial does not say %q", want)
+		}
+	}
+	if f.configMapVersion() != before {
+		t.Error("the ConfigMap changed although the edit was refused")
+	}
+
+	// An edit Envoy loads is admitted and applied; a no-op edit after it
+	// is admitted without an Envoy run.
+	if out, err := applyManifest(f, cmName, changed); err != nil {
+		t.Fatalf("an edit Envoy loads was refused: %v\n%s", err, out)
+	}
+	f.waitLive(f.desired(changed), 10*time.Second)
+	m := f.metrics(ctl)
+	runs, unchanged := m["globalconfig_webhook_envoy_check_duration_seconds_count"], m[`globalconfig_webhook_envoy_checks_total{result="unchanged"}`]
+	out, err = applyManifest(f, cmName, "# the same, reformatted\n"+changed)
+	if err != nil || !strings.Contains(out, webhook.NoChangeWarning) {
+		t.Errorf("a no-op edit: %v\n%s", err, out)
+	}
+	m = f.metrics(ctl)
+	if m["globalconfig_webhook_envoy_check_duration_seconds_count"] != runs || m[`globalconfig_webhook_envoy_checks_total{result="unchanged"}`] != unchanged+1 {
+		t.Errorf("a no-op edit: Envoy checks %v → %v, unchanged %v → %v; want no check, one unchanged",
+			runs, m["globalconfig_webhook_envoy_check_duration_seconds_count"], unchanged, m[`globalconfig_webhook_envoy_checks_total{result="unchanged"}`])
+	}
+	if m[`globalconfig_webhook_envoy_checks_total{result="rejected"}`] < 1 || m[`globalconfig_webhook_envoy_checks_total{result="failed"}`] != 0 {
+		t.Errorf("Envoy check metrics: %v", m)
 	}
 }

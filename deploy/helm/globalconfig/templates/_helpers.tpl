@@ -28,6 +28,11 @@ app.kubernetes.io/name: globalconfig
 {{- if and (eq .Values.mode "standalone") .Values.webhook.enabled }}true{{ end }}
 {{- end }}
 
+{{/* "true" when the webhook checks edits with the fleet's Envoy. */}}
+{{- define "globalconfig.envoyAdmission" -}}
+{{- if and (include "globalconfig.webhook" .) .Values.envoyAdmission.enabled }}true{{ end }}
+{{- end }}
+
 {{/* The ServiceAccount the controller runs as. */}}
 {{- define "globalconfig.serviceAccount" -}}
 {{- if eq .Values.mode "standalone" }}globalconfig{{ else }}{{ .Values.istiodServiceAccount }}{{ end }}
@@ -62,6 +67,12 @@ app.kubernetes.io/name: globalconfig
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (ne .Values.mode "standalone") }}
 {{- fail "metrics.serviceMonitor.enabled is for standalone mode; in istiodSidecar mode scrape port 9090 of istiod's pods" }}
+{{- end }}
+{{- if and .Values.envoyAdmission.enabled (not (include "globalconfig.webhook" .)) }}
+{{- fail "envoyAdmission.enabled checks the webhook's edits: it needs mode standalone and webhook.enabled" }}
+{{- end }}
+{{- if and (include "globalconfig.envoyAdmission" .) (not .Values.envoyAdmission.image.tag) }}
+{{- fail "envoyAdmission.image.tag must be your fleet's Istio version (istio/proxyv2's tag, e.g. 1.31.0): the check must run the Envoy your proxies run" }}
 {{- end }}
 {{- if and .Values.rollout.enabled (eq .Values.mode "standalone") (not .Values.rollout.istiodService) }}
 {{- fail "rollout.istiodService must name istiod's Service when rollout.enabled" }}
