@@ -231,11 +231,19 @@ func CheckHeaderRead(p *Problems, at, name string) {
 }
 
 // CheckURLPath is the rule for a URL path the proxy requests: absolute,
-// and exactly what it says once parsed (no query, fragment or escapes
-// that change it).
+// without a query or fragment, in the characters a request path may
+// hold (percent-encoded escapes included).
 func CheckURLPath(p *Problems, at, v string) {
-	if u, err := url.Parse(v); err != nil || !strings.HasPrefix(v, "/") || u.Path != v {
-		p.Addf(at, "must be a URL path starting with \"/\", got %q", v)
+	u, err := url.Parse(v)
+	if err != nil || !strings.HasPrefix(v, "/") || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(v, "?# \t") || u.Host != "" {
+		p.Addf(at, "must be a URL path starting with \"/\", without a query, got %q", v)
+		return
+	}
+	for _, r := range v {
+		if r < 0x21 || r > 0x7e {
+			p.Addf(at, "must be a URL path of printable ASCII (percent-encode the rest), got %q", v)
+			return
+		}
 	}
 }
 

@@ -496,3 +496,61 @@ func TestServiceFacts(t *testing.T) {
 		t.Errorf("a Service that now exists: %v %v", err, doc.Warnings())
 	}
 }
+
+// Each class of document that validation once admitted and Envoy refused
+// at load, as users write them: each is refused, at its path. And what
+// Envoy takes that validation once refused is admitted.
+func TestWhatEnvoyRefusesIsRefused(t *testing.T) {
+	render := func(src string) []string {
+		res := render.New().FromConfigMap(map[string]string{document.DataKey: src})
+		var out []string
+		for _, p := range res.Problems {
+			out = append(out, p.Error())
+		}
+		return out
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"a literal percent sign in an access log line",
+			"accessLog:\n  format: \"[%START_TIME%] %REQ(:PATH)% took %DURATION% ms, 100% done\\n\"\n",
+			`accessLog.format: "% done\n": a lone "%" must be written "%%"`},
+		{"an operator's argument Envoy's parser refuses",
+			"accessLog:\n  json: {path: \"%PATH(WQ:FULL):20%\", grpc: \"%GRPC_STATUS(PASCAL)%\"}\n",
+			"accessLog.json.grpc:"},
+		{"a header value that is a format string: a discount in a rate-limit reply header",
+			"localRateLimit:\n  maxTokens: 100\n  responseHeaders: {x-promo: \"10% off for waiting\"}\n",
+			"localRateLimit.responseHeaders.x-promo:"},
+		{"an escape Envoy 1.39's RE2 (Latin-1) refuses",
+			"target: {istioVersions: [\"1.31\"]}\nipAccess:\n  denyUserAgents: [\"~\\\\x{4e00}bot\"]\n",
+			`ipAccess.denyUserAgents[0]: Envoy's RE2 refuses it: invalid escape sequence: \x{4e0`},
+		{"a regex over Envoy's RE2 program size that is no alternation",
+			"ipAccess:\n  denyUserAgents: [\"~^Mozilla/5\\\\.0 \\\\(compatible; [A-Za-z]{3,30}bot/[0-9]+\\\\.[0-9]+; \\\\+https?://[a-z.]+/[a-z/]*\\\\)$\"]\n",
+			"ipAccess.denyUserAgents[0]: its RE2 program size is"},
+		{"an access log an Istio proxy can't write",
+			"accessLog:\n  path: /var/log/envoy/access.log\n",
+			"accessLog.path: /var/log/envoy/access.log can't be written by an Istio proxy"},
+		{"TLS settings on the standard gateway's plaintext port",
+			"tls:\n  ports: [443, 8080]\n  minVersion: TLSv1_2\n",
+			"tls.ports[1]: 8080 is the standard gateway's plaintext HTTP port"},
+		{"a collector named by its Service's short name",
+			"tracing:\n  enable: true\n  zipkin: {service: zipkin, port: 9411}\n",
+			`tracing.zipkin.service: "zipkin" is a short Service name`},
+	} {
+		got := render(c.src)
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, c.want) }) {
+			t.Errorf("%s: problems %q, want one starting %q", c.name, got, c.want)
+		}
+	}
+	for _, src := range []string{
+		// :authority as a rate-limit key and a span tag: Envoy reads it.
+		"localRateLimit:\n  perHeader: [{header: \":authority\", maxTokens: 10}]\n",
+		"tracing:\n  enable: true\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n  customTags: {host: {header: \":authority\"}}\n",
+		// A length on DYNAMIC_METADATA, which Envoy 1.37 and newer take.
+		"target: {istioVersions: [\"1.30\", \"1.31\"]}\naccessLog:\n  format: \"%DYNAMIC_METADATA(envoy.lb:canary):10%\\n\"\n",
+		// A bot list as one alternation: split into regexes that fit.
+		"ipAccess:\n  denyUserAgents: [\"~*(AhrefsBot|SemrushBot|MJ12bot|DotBot|PetalBot|Bytespider|GPTBot|CCBot|ClaudeBot|Amazonbot|BLEXBot|YandexBot)\"]\n",
+	} {
+		if got := render(src); got != nil {
+			t.Errorf("%s: refused: %q", src, got)
+		}
+	}
+}

@@ -1,0 +1,438 @@
+// Package agreement holds validation to a real Envoy, both ways: what
+// `globalconfig validate` (and so the admission webhook) admits, Envoy
+// loads; what it refuses, Envoy refuses too, but for a short list of
+// deliberate refusals, each with its reason. Documents come from a
+// generator built on the registry's own declarations (generate_test.go);
+// each is judged by validation and loaded by each real Envoy in validate
+// mode, as `validate --envoy` loads it (pkg/envoycheck). `make test` runs
+// it against Envoy 1.40 and 1.39; `make fuzz` runs FuzzEnvoyAgreement.
+package agreement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/items"
+	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/envoybin"
+	"github.com/globalconfig/globalconfig/pkg/envoycheck"
+	"github.com/globalconfig/globalconfig/pkg/render"
+)
+
+// deliberate are the refusals stricter than Envoy on purpose: Envoy loads
+// such a document, but it would not do at the proxy what its author
+// meant, or would fail on a real proxy where Envoy here does not. A
+// refused document Envoy accepts is a disagreement unless every one of
+// its problems matches an entry.
+var deliberate = []struct {
+	path, msg *regexp.Regexp
+	why       string
+}{
+	rule(`.*`, `^applies to target\.context .* only`,
+		"a key an item declares for some contexts only (items.ContextLimit): elsewhere it does nothing, or breaks the proxy in a way the representative configuration does not show (istiod's own settings there)"),
+	rule(`.*`, `only applies (to|with) `, "a key that does nothing without another: the author meant something it would not do"),
+	rule(`.*`, `(is also|repeats|is listed twice|listed twice)`, "an entry given twice: one of the two is a mistake"),
+	rule(`.*`, `sets nothing|needs a body|needs exactly one|needs one backend|is required`, "a section that would do nothing, or less than it says"),
+	rule(`.*`, `give either .* not both`, "two ways of saying one thing: one would be dropped"),
+	rule(`accessLog\.path`, `can't be written by an Istio proxy`, "an Istio proxy's root filesystem is read-only: Envoy there refuses the listener, as an Envoy here does not"),
+	rule(`tls\.ports\[\d+\]`, `plaintext HTTP port`, "the standard gateway's plaintext HTTP port has no TLS: Envoy there refuses TLS settings without certificates; the representative configuration has TLS on every port but 8080"),
+	rule(`(gzip|brotli|zstd)\.contentType\[\d+\]`, `bare lower-case media type|must be a media type`, "Envoy compares a response's media type without its parameters, ignoring case: an entry with parameters, upper case or two types in one never matches"),
+	rule(`customErrors\.(localReplies|upstream)\[\d+\]\.contentType`, `must be a media type`, "the content-type of a page must be one media type for the client to read the body"),
+	rule(`hardening\.normalizePath`, `only true can be set`, "an EnvoyFilter MERGE can't turn normalization off (false is the default a merge leaves alone): the author's false would do nothing"),
+	rule(`(hardening|upstream)\.maxRequestsPerConnection`, `must be at least 1`, "0 means no limit to Envoy: the key would do nothing"),
+	rule(`accessLog\.minStatusCode`, `must be between 100 and 599`, "no response has a status outside 100-599: the log would be empty"),
+	rule(`customErrors\.(localReplies|upstream)\[\d+\]\.statuses\[\d+\]`, `must be an error status`, "a page for a status no error response has would never be used"),
+	rule(`ipAccess\.(deny|denyConnections)\[\d+\]`, `would (refuse|close) every`, "a /0 deny refuses a whole address family: the gateway would serve no one of it"),
+	rule(`accessLog\.path`, `must be an absolute, clean file path`, "a relative path is relative to the proxy's working directory, /, which an Istio proxy can't write"),
+	rule(`headers\.(responseHeaders|request\.set|request\.append).*|headers\.(request|response)\.remove\[\d+\]|localRateLimit\.responseHeaders.*`, `must be a valid HTTP header name|must be lower case`,
+		"Envoy loads a header name that is no HTTP token (a space, a non-ASCII letter) or has upper case, but HTTP/2 peers refuse such a header and HTTP/1 ones misread it"),
+	rule(`(localRateLimit\.perHeader\[\d+\]\.header|clientIP\.header|tracing\.customTags\.\S+\.header)`, `must be a valid HTTP header name`, "no request carries a header whose name is no HTTP token: the key would never match"),
+	rule(`localRateLimit\.(filterEnabled|filterEnforced)`, `must be between 0 and 100`, "a percentage: Envoy reads more than 100% as 100%"),
+	rule(`localRateLimit\.(maxTokens|perClient\.maxTokens|perHeader\[\d+\]\.maxTokens)`, `must be at least 1`, "a bucket of no tokens: Envoy 1.36 to 1.38 refuse it, and in newer ones it limits nothing the author meant"),
+	rule(`tls\.(cipherSuites|ecdhCurves)\[\d+\]`, `.`, "Envoy checks TLS names when it builds a TLS context with its certificate, which validate mode, with certificates from SDS, never does"),
+	rule(`tls\.(minVersion|maxVersion)`, `below`, "Envoy checks TLS versions when it builds a TLS context with its certificate, which validate mode, with certificates from SDS, never does; a gateway refuses the listener"),
+	rule(`tls\.hsts\.preload`, `needs`, "the browsers' preload list (hstspreload.org) takes only what its rules allow: a header it refuses would not do what the author meant"),
+	rule(`tracing\.(zipkin|skywalking|opentelemetry|datadog)\.service`, `short Service name|lacks the cluster domain|must be a service host name`,
+		"istiod builds no cluster of that name, so a real proxy refuses every listener that sends to it; the representative configuration has a cluster for every name a patch gives"),
+	rule(`tracing\.(zipkin|opentelemetry)\.path`, `must be a URL path`, "a collector path that is not a URL path would be sent as the request's :path, which the collector refuses"),
+	rule(`localRateLimit\.perHeader\[\d+\]\.header|clientIP\.header`, `x-forwarded-for is a list|host is not a request header`, "a header that never holds what the author meant: x-forwarded-for is a list any client writes, host is :authority inside Envoy"),
+	rule(`ipAccess\.(allow|deny|denyConnections)\[\d+\]`, `is inside|could never allow`, "a range that can never take effect: the wider range, or deny, decides first"),
+	rule(`localRateLimit\.maxKeys`, `must be between`, "each key keeps a bucket in every proxy's memory: globalconfig bounds them"),
+	rule(`ipAccess\.denyUserAgents(\[\d+\])?`, `bytes; at most|user agents; at most`, "every entry is tried on every request: globalconfig bounds them"),
+	rule(`zstd\.compressionLevel`, `must be between 1 and 22`, "zstd's levels are 1 to 22: Envoy passes another number to the library, which takes its default or clamps it"),
+	rule(`tracing\.timeout`, `must be greater than 0`, "0 turns the collector call's timeout off: a collector that hangs would hold the proxy's spans"),
+	rule(`localRateLimit\.(fillInterval|perClient\.fillInterval|perHeader\[\d+\]\.fillInterval)`, `must be at least 50ms`, "Envoy's floor: it refuses a bucket that refills faster (a keyed bucket, when it has tokens)"),
+	rule(`hardening\.mergeSlashes`, `only true can be set`, "an EnvoyFilter MERGE can't turn it off (false is the default a merge leaves alone): the author's false would do nothing"),
+}
+
+func rule(path, msg, why string) struct {
+	path, msg *regexp.Regexp
+	why       string
+} {
+	return struct {
+		path, msg *regexp.Regexp
+		why       string
+	}{regexp.MustCompile(`^(?:` + path + `)$`), regexp.MustCompile(msg), why}
+}
+
+// deliberateWhy is the reason of the entry matching problem p, "" when
+// none does.
+func deliberateWhy(p *fielderr.Error) string {
+	for _, d := range deliberate {
+		if d.path.MatchString(p.Path) && d.msg.MatchString(p.Msg) {
+			return d.why
+		}
+	}
+	return ""
+}
+
+// verdict is validation's word on one document, and what Envoy gets.
+type verdict struct {
+	valid    bool
+	problems []*fielderr.Error
+	// objs is the document's set: the valid one, or, for a refused
+	// document, what it renders to without validation (nil when even
+	// that fails: the document does not decode, or Envoy's own proto
+	// rules refuse it; see skipped).
+	objs    []*envoyfilter.Object
+	skipped string
+	// doc is the document as decoded without validation, for reached.
+	doc *document.Document
+}
+
+// judge is what validation says of src, as `globalconfig validate` says it.
+func judge(src []byte) verdict {
+	res := render.New().FromConfigMap(map[string]string{document.DataKey: string(src)})
+	if res.Valid() {
+		return verdict{valid: true, objs: res.Objects}
+	}
+	v := verdict{problems: res.Problems}
+	doc, err := document.Unvalidated().Parse(src)
+	if err != nil {
+		v.skipped = "does not decode"
+		return v
+	}
+	v.doc = doc
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				v.skipped = fmt.Sprintf("an item's Build panics on what its Validate refuses: %v", r)
+			}
+		}()
+		objs, err := render.Desired(doc)
+		if err != nil {
+			v.skipped = "its patches break Envoy's proto rules, or an item can't build it"
+			return
+		}
+		v.objs = objs
+	}()
+	return v
+}
+
+// envoys are the real Envoys of `make test`, or a skip.
+func envoys(t testing.TB) []*envoybin.Binary {
+	t.Helper()
+	var out []*envoybin.Binary
+	for _, env := range []string{"GLOBALCONFIG_ENVOY", "GLOBALCONFIG_ENVOY_OLD"} {
+		path := os.Getenv(env)
+		if path == "" {
+			t.Skipf("%s is not set: run the tests through make test, which installs the real Envoys", env)
+		}
+		b, err := envoybin.Open(context.Background(), path)
+		if err != nil {
+			t.Fatalf("%s: %v", env, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// disagreement is one document judged differently.
+type disagreement struct {
+	gen   generated
+	envoy string
+	what  string
+}
+
+// outcome tallies a run.
+type outcome struct {
+	mu                          sync.Mutex
+	docs, admitted, refused     int
+	skipped                     map[string]int
+	deliberate                  map[string]int
+	envoyRuns, bothRefuse, both int
+	// unreached counts problems with a string that never reached Envoy:
+	// an item builds nothing from a value its Validate refuses.
+	unreached     int
+	disagreements []disagreement
+}
+
+// check judges gen with validation and every Envoy, and records the
+// outcome.
+func (o *outcome) check(ctx context.Context, bins []*envoybin.Binary, gen generated) error {
+	v := judge(gen.src)
+	o.mu.Lock()
+	o.docs++
+	if v.valid {
+		o.admitted++
+	} else {
+		o.refused++
+	}
+	if v.objs == nil {
+		o.skipped[v.skipped]++
+		o.mu.Unlock()
+		return nil
+	}
+	o.mu.Unlock()
+	for _, b := range bins {
+		msg, err := envoycheck.Verdict(ctx, b, v.objs)
+		if err != nil {
+			return fmt.Errorf("envoy %s on\n%s\n%s: %w", b.Version, gen.src, strings.Join(gen.how, "; "), err)
+		}
+		o.mu.Lock()
+		o.envoyRuns++
+		switch {
+		case v.valid && msg != "":
+			o.disagreements = append(o.disagreements, disagreement{gen, b.Version, "admitted, but Envoy refuses it: " + msg})
+		case v.valid:
+			o.both++
+		case msg != "":
+			o.bothRefuse++
+		default:
+			var unmatched []string
+			var why string
+			for _, p := range v.problems {
+				if w := deliberateWhy(p); w != "" {
+					why = w
+					continue
+				}
+				if !reached(v, p) {
+					o.unreached++
+					continue
+				}
+				unmatched = append(unmatched, p.Error())
+			}
+			if len(unmatched) > 0 {
+				o.disagreements = append(o.disagreements, disagreement{gen, b.Version, "refused, but Envoy loads it: " + strings.Join(unmatched, "; ")})
+			} else {
+				o.deliberate[why]++
+			}
+		}
+		o.mu.Unlock()
+	}
+	return nil
+}
+
+// workers run Envoy at once: a validate run spends most of its time
+// waiting, not on a core.
+const workers = 8
+
+// TestEnvoyAgreement generates documents from the registry and fails on
+// every one validation and a real Envoy judge differently.
+func TestEnvoyAgreement(t *testing.T) {
+	bins := envoys(t)
+	seeds, err := loadSeeds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 500
+	if s := os.Getenv("GLOBALCONFIG_AGREEMENT_DOCS"); s != "" {
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed := uint64(1)
+	if s := os.Getenv("GLOBALCONFIG_AGREEMENT_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := newGenerator(seed, seeds)
+	docs := make([]generated, n)
+	for i := range docs {
+		docs[i] = g.document()
+	}
+	o := &outcome{skipped: map[string]int{}, deliberate: map[string]int{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	work := make(chan generated)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for gen := range work {
+				if err := o.check(ctx, bins, gen); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, d := range docs {
+		work <- d
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	t.Logf("%d documents (seed %d) in %s: %d admitted, %d refused; %d Envoy runs; admitted and loaded %d, refused by both %d; deliberate refusals %v; refused strings that never reached Envoy %d; not put to Envoy %v",
+		o.docs, seed, time.Since(start).Round(time.Millisecond), o.admitted, o.refused, o.envoyRuns, o.both, o.bothRefuse, o.deliberate, o.unreached, o.skipped)
+	slices.SortFunc(o.disagreements, func(a, b disagreement) int { return strings.Compare(a.what, b.what) })
+	for i, d := range o.disagreements {
+		if i == 25 {
+			t.Errorf("… and %d more disagreements", len(o.disagreements)-i)
+			break
+		}
+		t.Errorf("envoy %s: %s\n  made by: %s\n%s", d.envoy, d.what, strings.Join(d.gen.how, "; "), indent(string(d.gen.src)))
+	}
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+// reached reports whether problem p's value reached Envoy: its string (a
+// map's key or value, a list's element) is in the set Envoy loaded. A
+// value an item's Build leaves out, because Validate refuses it, tells
+// nothing of Envoy's verdict on it. Numbers and other values are taken to
+// reach it.
+func reached(v verdict, p *fielderr.Error) bool {
+	if v.doc != nil {
+		// A disabled item is validated, so that enabling it holds no
+		// surprise, but it builds nothing.
+		for _, s := range v.doc.Sections {
+			if !s.Item.Enabled() && (p.Path == s.Name || strings.HasPrefix(p.Path, s.Name+".") || strings.HasPrefix(p.Path, s.Name+"[")) {
+				return false
+			}
+		}
+	}
+	strs := stringsAt(v.doc, p.Path)
+	if strs == nil {
+		return true
+	}
+	var all strings.Builder
+	for _, o := range v.objs {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return true
+		}
+		all.Write(b)
+	}
+	for _, s := range strs {
+		if s == "" {
+			continue
+		}
+		q, _ := json.Marshal(s)
+		if strings.Contains(all.String(), strings.Trim(string(q), `"`)) {
+			return true
+		}
+	}
+	return false
+}
+
+// pathSegment is one step of a problem's path: a key, ["quoted key"] or
+// [index].
+var pathSegment = regexp.MustCompile(`^(?:\.?([^.\[]+)|\[("(?:[^"\\]|\\.)*")\]|\[(\d+)\])`)
+
+// stringsAt returns the strings at path in doc's sections: the string
+// there, or the key that names it in a map; nil when path names no string.
+func stringsAt(doc *document.Document, path string) []string {
+	if doc == nil {
+		return nil
+	}
+	var v reflect.Value
+	var key string
+	for path != "" {
+		m := pathSegment.FindStringSubmatch(path)
+		if m == nil {
+			return nil
+		}
+		path = path[len(m[0]):]
+		seg := m[1]
+		if m[2] != "" {
+			seg, _ = strconv.Unquote(m[2])
+		}
+		if !v.IsValid() {
+			for _, s := range doc.Sections {
+				if s.Name == seg {
+					v = reflect.ValueOf(s.Item)
+				}
+			}
+			if !v.IsValid() {
+				return nil
+			}
+			continue
+		}
+		for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+			if v.IsNil() {
+				return nil
+			}
+			v = v.Elem()
+		}
+		switch {
+		case m[3] != "":
+			i, _ := strconv.Atoi(m[3])
+			if v.Kind() != reflect.Slice || i >= v.Len() {
+				return nil
+			}
+			v = v.Index(i)
+		case v.Kind() == reflect.Map:
+			key = seg
+			v = v.MapIndex(reflect.ValueOf(seg))
+			if !v.IsValid() {
+				return []string{seg}
+			}
+		case v.Kind() == reflect.Struct:
+			f, ok := fieldByKey(v.Type(), seg)
+			if !ok {
+				return nil
+			}
+			v = v.FieldByIndex(f)
+		default:
+			return nil
+		}
+	}
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.String {
+		if key != "" {
+			return []string{key}
+		}
+		return nil
+	}
+	if key != "" && v.String() == "" {
+		return []string{key}
+	}
+	return []string{v.String()}
+}
+
+func fieldByKey(t reflect.Type, name string) ([]int, bool) {
+	for _, f := range items.Fields(t) {
+		if f.Name == name {
+			return f.Index, true
+		}
+	}
+	return nil, false
+}
