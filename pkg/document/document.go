@@ -313,7 +313,10 @@ func (d *decoder) checkFacts(sections []Section) []*fielderr.Error {
 			case f.Refuse:
 				p.Addf(path, "%s", f.Msg)
 			case f.Warn:
-				warnings = append(warnings, &fielderr.Error{Path: path, Line: d.lineOf(path), Msg: f.Msg})
+				// No line: a reformatting edit that moves the key is no
+				// change, as for the sections' own warnings, which are
+				// kept with the section.
+				warnings = append(warnings, &fielderr.Error{Path: path, Msg: f.Msg})
 			}
 		}
 	}

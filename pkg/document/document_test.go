@@ -488,7 +488,7 @@ func TestServiceFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := doc.Warnings(); len(w) != 1 || w[0].Path != "tracing.zipkin.service" || w[0].Line != 4 {
+	if w := doc.Warnings(); len(w) != 1 || w[0].Path != "tracing.zipkin.service" {
 		t.Errorf("warnings %v", w)
 	}
 	p.SetFacts(fakeFacts{})

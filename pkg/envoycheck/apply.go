@@ -176,7 +176,7 @@ func (c *config) hcm(f *listenerv3.Filter) *hcmv3.HttpConnectionManager {
 // encode packs the decoded HTTP connection managers back into their filters.
 func (c *config) encode() error {
 	for f, h := range c.hcms {
-		if err := localLogs(h); err != nil {
+		if err := LocalLogs(h); err != nil {
 			return err
 		}
 		typed, err := anypb.New(h)
@@ -189,11 +189,11 @@ func (c *config) encode() error {
 	return nil
 }
 
-// localLogs points the file access logs that an Istio proxy writes in
+// LocalLogs points the file access logs that an Istio proxy writes in
 // its own writable directories (items.ProxyWritable), which this machine
 // may lack, at the same names under a temporary directory: Envoy opens a
 // log file when it loads the listener, and validate mode does too.
-func localLogs(h *hcmv3.HttpConnectionManager) error {
+func LocalLogs(h *hcmv3.HttpConnectionManager) error {
 	for _, l := range h.GetAccessLog() {
 		if l.GetTypedConfig() == nil || !l.GetTypedConfig().MessageIs(&filev3.FileAccessLog{}) {
 			continue

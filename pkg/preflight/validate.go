@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
+	"github.com/globalconfig/globalconfig/pkg/envoycheck"
 )
 
 // Verdict is what a real Envoy said of a configuration.
@@ -154,6 +155,7 @@ func Bootstrap(k Kind, c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 				return false
 			})
 		}
+		var lerr error
 		err := eachHCM(l, func(hcm *hcmv3.HttpConnectionManager) bool {
 			hcm.HttpFilters = slices.DeleteFunc(hcm.HttpFilters, func(h *hcmv3.HttpFilter) bool {
 				if opaque(h.GetTypedConfig()) {
@@ -162,6 +164,10 @@ func Bootstrap(k Kind, c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 				}
 				return false
 			})
+			if err := envoycheck.LocalLogs(hcm); err != nil {
+				lerr = err
+				return false
+			}
 			if rds := hcm.GetRds(); rds != nil {
 				rc := routes[rds.GetRouteConfigName()]
 				if rc == nil {
@@ -172,6 +178,9 @@ func Bootstrap(k Kind, c *Config) (*bootstrapv3.Bootstrap, []string, error) {
 			}
 			return true
 		})
+		if err == nil {
+			err = lerr
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -131,7 +131,10 @@ func TestMCPSidecar(t *testing.T) {
 	putConfig(ctx, t, edited)
 	waitOn(ctx, t, client, "edit over MCP", func(s xds.Snapshot) error { return inEffect(gzipWith(edited), s) })
 
-	// The controller restarts: istiod reconnects and gets the current set.
+	// The controller restarts once the proxy took the edit (the last good
+	// copy holds a change only once the proxies took it): istiod
+	// reconnects and gets the current set.
+	waitLastGood(ctx, t, "chunkSize: 8192")
 	ctl.Kill()
 	ctl = startMCPController(ctx, t, "mcp-controller-2", addr, rolloutArgs...)
 	again := strings.Replace(edited, "chunkSize: 8192", "chunkSize: 16384", 1)
@@ -156,7 +159,8 @@ func TestMCPSidecar(t *testing.T) {
 	// Both restart while the document is invalid. The controller serves
 	// the stored last good document's set from its first answer, so the
 	// new istiod starts (it waits for every config type) and the gateway
-	// keeps the previous effect.
+	// keeps the previous effect: the last change, once the proxy took it.
+	waitLastGood(ctx, t, "chunkSize: 16384")
 	ctl.Kill()
 	putConfig(ctx, t, "gizp: {}\n"+again)
 	client2.Close()
@@ -165,5 +169,22 @@ func TestMCPSidecar(t *testing.T) {
 	_, client3 := startMCPIstiod(ctx, t, "istiod-mcp-3", addr, debugPort)
 	for _, o := range desiredObjects(t, again) {
 		waitOn(ctx, t, client3, o.Metadata.Name+" after both restart with an invalid document", func(s xds.Snapshot) error { return inEffect(o, s) })
+	}
+}
+
+// waitLastGood waits until the stored last good document holds want: a
+// Direct change is stored once the proxies took it.
+func waitLastGood(ctx context.Context, t *testing.T, want string) {
+	t.Helper()
+	var got string
+	if !harness.Eventually(ctx, 30*time.Second, func() bool {
+		cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "global-config-last-good", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		got = cm.Data["config.yaml"]
+		return strings.Contains(got, want)
+	}) {
+		t.Fatalf("the last good document never held %q:\n%s", want, got)
 	}
 }

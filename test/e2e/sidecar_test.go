@@ -102,7 +102,7 @@ func sidecarReady(s xds.Snapshot) error {
 const (
 	ctxGzipMinLength  = 2345
 	ctxConnectTimeout = 7 * time.Second
-	ctxAccessLogPath  = "/tmp/globalconfig-e2e-outbound.log"
+	ctxAccessLogPath  = "/var/lib/istio/data/globalconfig-e2e-outbound.log"
 	ctxIdleTimeout    = 123 * time.Second
 	ctxServerName     = "e2e-gateway-only"
 	ctxGatewayHeader  = "x-e2e-gateway-only"
