@@ -78,12 +78,16 @@ var (
 	StageHeaders = Stage{Name: "headers", Priority: 20, Insert: beforeRouter}
 	// StageObservability: tracing and access logs, merged into the HCM.
 	StageObservability = Stage{Name: "observability", Priority: 30, Insert: beforeRouter}
-	// StageTrafficPolicy: filters that refuse requests themselves (rate
-	// limits, body size). At the front of the chain, behind only the
-	// compressors: a request they refuse never reaches authentication,
+	// StageTrafficPolicy: filters that refuse requests themselves (access
+	// by address, authorization by an auth service, rate limits, body
+	// size). At the front of the chain, behind only the compressors: a
+	// request they refuse never reaches Istio's authentication,
 	// authorization, WasmPlugins or the router, and costs nothing there.
-	// In name order, the rate limit comes before the body buffer, so a
-	// request over the limit is refused before its body is buffered.
+	// In slot order: error pages (0) see every reply; the address lists
+	// (2) refuse before anything costs a call; the auth service (3) before
+	// the rate limits (4, 5), which may key on what it sets; the body
+	// buffer (7) last, so a request over a limit is refused before its
+	// body is buffered. Slots 1 and 6 are free, left between on purpose.
 	StageTrafficPolicy = Stage{Name: "trafficPolicy", Priority: 40, Insert: first}
 	// StageCompression: response compressors. At the very front of the
 	// chain (applied last of the inserting stages), so they see each

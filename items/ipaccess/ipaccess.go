@@ -117,7 +117,7 @@ func init() {
 		Name:             Name,
 		Summary:          "Client address allow and deny lists (403), connection deny lists (closed before HTTP) and a User-Agent deny list (403), through Envoy's RBAC filters.",
 		Stage:            envoyfilter.StageTrafficPolicy,
-		Slot:             1,
+		Slot:             2,
 		Purpose:          "refuses requests by client address, before they cost a token",
 		Where:            "an HTTP filter and a network filter",
 		EnabledByDefault: true,

@@ -126,7 +126,7 @@ func init() {
 		Name:             Name,
 		Summary:          "Token buckets per proxy, global, per client address and per header value; requests over a limit are answered 429.",
 		Stage:            envoyfilter.StageTrafficPolicy,
-		Slot:             2,
+		Slot:             4,
 		Purpose:          "refuses requests over the rate, before their body is buffered",
 		Where:            "an HTTP filter; outbound, the global bucket and `perHeader` limit the requests the workload sends",
 		EnabledByDefault: true,

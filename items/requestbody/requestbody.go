@@ -29,7 +29,7 @@ func init() {
 		Name:             Name,
 		Summary:          "A maximum request body size; larger requests are answered 413.",
 		Stage:            envoyfilter.StageTrafficPolicy,
-		Slot:             3,
+		Slot:             7,
 		Purpose:          "refuses bodies over the size",
 		Where:            "an HTTP filter; outbound, it limits the bodies the workload sends",
 		EnabledByDefault: true,
