@@ -49,6 +49,13 @@ const (
 	// rendered for ("1.30,1.31"): the target's fleet. Proxies of older
 	// releases get the oldest one's patches, newer ones the newest's.
 	AnnotationIstioVersions = "globalconfig.io/istio-versions"
+	// AnnotationServiceConfig carries what a service the patches call
+	// must be configured with to match them (a rate-limit service's
+	// limits, items.ServiceConfigurer), as protojson of an Any: it travels
+	// with the set, so whatever set the proxies get, the service gets the
+	// same (pkg/rlsconfig). Its content is also in the spec's own values,
+	// so the content hash changes with it.
+	AnnotationServiceConfig = "globalconfig.io/service-config"
 
 	// NamePrefix starts the name of every generated EnvoyFilter.
 	NamePrefix = "globalconfig-"

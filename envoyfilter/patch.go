@@ -9,6 +9,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -159,6 +160,29 @@ func MergeCluster(name string, c *clusterv3.Cluster) Patch {
 			Cluster: &networking.EnvoyFilter_ClusterMatch{Name: name},
 		},
 	}, c)
+}
+
+// GRPCCluster makes the cluster named name speak HTTP/2 upstream: Envoy's
+// gRPC client (a tracer's, a rate-limit or an auth service's) needs it even
+// when the service port's name doesn't tell Istio the port is gRPC. Istio
+// replaces a cluster's typed options whole: other items' protocol options
+// for that cluster are replaced too.
+func GRPCCluster(name string) (Patch, error) {
+	opts, err := anypb.New(&httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})
+	if err != nil {
+		return Patch{}, fmt.Errorf("pack http protocol options: %w", err)
+	}
+	return MergeCluster(name, &clusterv3.Cluster{
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{HTTPProtocolOptionsKey: opts},
+	}), nil
 }
 
 // merge is a MERGE of value into what match selects.

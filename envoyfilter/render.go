@@ -1,13 +1,17 @@
 package envoyfilter
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
@@ -39,6 +43,49 @@ type Metadata struct {
 
 // Item returns the item the object was built from.
 func (o *Object) Item() string { return o.Metadata.Labels[LabelItem] }
+
+// ServiceConfig returns the config the object carries for a service its
+// patches call (AnnotationServiceConfig), nil when it carries none.
+func (o *Object) ServiceConfig() (proto.Message, error) {
+	v, ok := o.Metadata.Annotations[AnnotationServiceConfig]
+	if !ok {
+		return nil, nil
+	}
+	a := &anypb.Any{}
+	if err := protojson.Unmarshal([]byte(v), a); err != nil {
+		return nil, fmt.Errorf("%s: annotation %s: %w", o.Metadata.Name, AnnotationServiceConfig, err)
+	}
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		return nil, fmt.Errorf("%s: annotation %s: %w", o.Metadata.Name, AnnotationServiceConfig, err)
+	}
+	return m, nil
+}
+
+// SetServiceConfig makes the object carry m for a service its patches
+// call (AnnotationServiceConfig).
+func (o *Object) SetServiceConfig(m proto.Message) error {
+	a, err := anypb.New(m)
+	if err != nil {
+		return err
+	}
+	b, err := protojson.Marshal(a)
+	if err != nil {
+		return err
+	}
+	// protojson varies its whitespace from build to build: compacted, the
+	// annotation is the same for the same config.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, b); err != nil {
+		return err
+	}
+	b = compact.Bytes()
+	if o.Metadata.Annotations == nil {
+		o.Metadata.Annotations = map[string]string{}
+	}
+	o.Metadata.Annotations[AnnotationServiceConfig] = string(b)
+	return nil
+}
 
 // Hash returns the content hash of the object's spec.
 func (o *Object) Hash() string { return o.Metadata.Annotations[AnnotationContentHash] }

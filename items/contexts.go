@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
 )
 
 // Where an item works is declared once and read twice, as Ranges are:
@@ -41,12 +42,15 @@ type ContextLimiter interface {
 func CheckContexts(p *Problems, it ContextLimiter, c envoyfilter.Context) {
 	v := reflect.ValueOf(it)
 	for _, l := range it.ContextLimits() {
-		set, err := isSet(v, l.Path)
+		paths, err := setPaths(v, l.Path)
 		if err != nil {
 			panic(fmt.Sprintf("items: %T: ContextLimit %q: %v", it, l.Path, err))
 		}
-		if set && !slices.Contains(l.Contexts, c) {
-			p.Addf(l.Path, "applies to target.context %s only (got %s): %s", contextList(l.Contexts), c, l.Why)
+		if slices.Contains(l.Contexts, c) {
+			continue
+		}
+		for _, at := range paths {
+			p.Addf(at, "applies to target.context %s only (got %s): %s", contextList(l.Contexts), c, l.Why)
 		}
 	}
 }
@@ -62,32 +66,98 @@ func contextList(cs []envoyfilter.Context) string {
 
 // isSet reports whether the key at path (dotted document names) of v is
 // set: "" is always set; a key is set when it is not its zero value and,
-// for a list or map, not empty.
+// for a list or map, not empty. A "*" segment stands for every value of a
+// map, "[]" after a key for every element of a list: the key is set when
+// it is set in any of them.
 func isSet(v reflect.Value, path string) (bool, error) {
+	paths, err := setPaths(v, path)
+	return len(paths) > 0, err
+}
+
+// setPaths lists the paths, as problems name them, at which the key at
+// path is set (see isSet).
+func setPaths(v reflect.Value, path string) ([]string, error) {
 	if path == "" {
-		return true, nil
+		return []string{""}, nil
 	}
-	for _, name := range strings.Split(path, ".") {
+	var out []string
+	err := collectSet(v, Range{Path: path}.Keys(), "", &out)
+	return out, err
+}
+
+func collectSet(v reflect.Value, keys []string, at string, out *[]string) error {
+	for i, name := range keys {
 		for v.Kind() == reflect.Pointer {
 			if v.IsNil() {
-				return false, nil
+				return checkKeysType(v.Type().Elem(), keys[i:])
 			}
 			v = v.Elem()
 		}
+		switch name {
+		case "*", "[]":
+			if name == "*" && v.Kind() != reflect.Map || name == "[]" && v.Kind() != reflect.Slice {
+				return fmt.Errorf("%s after a %s", name, v.Type())
+			}
+			if err := checkKeysType(v.Type().Elem(), keys[i+1:]); err != nil {
+				return err
+			}
+			if v.Kind() == reflect.Map {
+				ks := v.MapKeys()
+				slices.SortFunc(ks, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+				for _, k := range ks {
+					if err := collectSet(v.MapIndex(k), keys[i+1:], fielderr.Key(at, k.String()), out); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			for j := range v.Len() {
+				if err := collectSet(v.Index(j), keys[i+1:], fmt.Sprintf("%s[%d]", at, j), out); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		if v.Kind() != reflect.Struct {
-			return false, fmt.Errorf("key %q inside a %s", name, v.Type())
+			return fmt.Errorf("key %q inside a %s", name, v.Type())
 		}
 		index, ok := fieldIndex(v.Type(), name)
 		if !ok {
-			return false, fmt.Errorf("%s has no key %q", v.Type(), name)
+			return fmt.Errorf("%s has no key %q", v.Type(), name)
 		}
 		v = v.FieldByIndex(index)
+		at = fielderr.Join(at, name)
 	}
-	switch v.Kind() {
-	case reflect.Slice, reflect.Map:
-		return v.Len() > 0, nil
+	set := !v.IsZero()
+	if v.Kind() == reflect.Slice || v.Kind() == reflect.Map {
+		set = v.Len() > 0
 	}
-	return !v.IsZero(), nil
+	if set {
+		*out = append(*out, at)
+	}
+	return nil
+}
+
+// checkKeysType reports why keys name no key of type t.
+func checkKeysType(t reflect.Type, keys []string) error {
+	for _, name := range keys {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch {
+		case name == "*" && t.Kind() == reflect.Map, name == "[]" && t.Kind() == reflect.Slice:
+			t = t.Elem()
+			continue
+		case t.Kind() != reflect.Struct:
+			return fmt.Errorf("key %q inside a %s", name, t)
+		}
+		index, ok := fieldIndex(t, name)
+		if !ok {
+			return fmt.Errorf("%s has no key %q", t, name)
+		}
+		t = t.FieldByIndex(index).Type
+	}
+	return nil
 }
 
 // ContextTable is docs/reference.md's table of which items work where:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -202,6 +203,19 @@ type Need struct {
 	// Older says what proxies of older releases get: a fallback, or that
 	// validation refuses the setting for them.
 	Older string
+}
+
+// ServiceConfigurer is implemented by items whose patches call a service
+// that must be configured to match them: the global rate limit's
+// descriptors and the rate-limit service's limits. ServiceConfig is asked
+// of an enabled, valid item; the renderer keeps what it returns with the
+// item's EnvoyFilter (envoyfilter.AnnotationServiceConfig), so the service
+// is given exactly what the proxies are given, canary copies and rollbacks
+// included. What it returns must also show in the patches (a descriptor
+// value that names the limit and a hash of it), so that a change of one is
+// a change of the EnvoyFilter.
+type ServiceConfigurer interface {
+	ServiceConfig() (proto.Message, error)
 }
 
 // SecretHolder is implemented by items whose sections carry secret values

@@ -12,11 +12,9 @@ import (
 	"strings"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	tagsv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
@@ -304,23 +302,11 @@ func (t *Tracing) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 	}
 	patches := []envoyfilter.Patch{hcm}
 	if grpc {
-		// Envoy's gRPC client needs HTTP/2 to the collector even when the
-		// service port's name doesn't tell Istio so.
-		opts, err := anypb.New(&httpv3.HttpProtocolOptions{
-			UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
-				ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-					ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
-						Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
-					},
-				},
-			},
-		})
+		p, err := envoyfilter.GRPCCluster(cluster)
 		if err != nil {
-			return nil, fmt.Errorf("pack http protocol options: %w", err)
+			return nil, err
 		}
-		patches = append(patches, envoyfilter.MergeCluster(cluster, &clusterv3.Cluster{
-			TypedExtensionProtocolOptions: map[string]*anypb.Any{envoyfilter.HTTPProtocolOptionsKey: opts},
-		}))
+		patches = append(patches, p)
 	}
 	return patches, nil
 }

@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -45,6 +46,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/rlsconfig"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
@@ -96,6 +98,9 @@ type Options struct {
 	// EnvoyTimeout (webhook.EnvoyCheck).
 	Envoy        string
 	EnvoyTimeout time.Duration
+	// RateLimitConfigAddr, when set, serves the rate-limit service the
+	// limits of the set the proxies have (globalRateLimit) over xDS there.
+	RateLimitConfigAddr string
 }
 
 // RolloutOptions configure rollout tracking: which istiod instances are
@@ -323,6 +328,13 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		}
 	}
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
+	if opts.RateLimitConfigAddr != "" {
+		stop, err := serveRateLimitConfig(opts, publisher, istioInformers, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if tracker != nil {
 		tracker.OnChange = ctrl.Enqueue
 		go tracker.Run(ctx)
@@ -485,6 +497,59 @@ func lead(ctx context.Context, opts Options, kube kubernetes.Interface, metrics 
 
 // serve starts the metrics and health servers; the returned func stops
 // them.
+// serveRateLimitConfig serves the rate-limit service the limits of the set
+// the proxies have: what this replica serves istiod (MCP sink), or the
+// EnvoyFilters in the cluster (kube sink), so every replica serves the
+// same, leader or not.
+func serveRateLimitConfig(opts Options, publisher *mcp.Publisher, istioInformers istioinformers.SharedInformerFactory, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", opts.RateLimitConfigAddr)
+	if err != nil {
+		return nil, fmt.Errorf("rate-limit config: listen %s: %w", opts.RateLimitConfigAddr, err)
+	}
+	srv := rlsconfig.NewServer(log)
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() {
+		if err := g.Serve(ln); err != nil {
+			log.Error("rate-limit config server stopped", "err", err)
+		}
+	}()
+	publish := func(set []*envoyfilter.Object) {
+		if _, err := srv.Publish(set); err != nil {
+			log.Error("rate-limit config", "err", err)
+		}
+	}
+	if publisher != nil {
+		publisher.BeforeDeliver = publish
+	} else {
+		efs := istioInformers.Networking().V1alpha3().EnvoyFilters()
+		fromCluster := func() {
+			list, err := efs.Lister().List(labels.Everything())
+			if err != nil {
+				log.Error("rate-limit config: list EnvoyFilters", "err", err)
+				return
+			}
+			set := make([]*envoyfilter.Object, 0, len(list))
+			for _, ef := range list {
+				set = append(set, &envoyfilter.Object{Metadata: envoyfilter.Metadata{
+					Name: ef.Name, Namespace: ef.Namespace, Labels: ef.Labels, Annotations: ef.Annotations,
+				}})
+			}
+			publish(set)
+		}
+		if _, err := efs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { fromCluster() },
+			UpdateFunc: func(any, any) { fromCluster() },
+			DeleteFunc: func(any) { fromCluster() },
+		}); err != nil {
+			g.Stop()
+			return nil, err
+		}
+	}
+	log.Info("serving the rate-limit service its configuration over xDS", "addr", ln.Addr().String())
+	return g.Stop, nil
+}
+
 func serve(opts Options, reg *prometheus.Registry, ctrl *controller.Controller, hook *webhook.Server, log *slog.Logger) (func(), error) {
 	var servers []*http.Server
 	start := func(addr string, h http.Handler) error {

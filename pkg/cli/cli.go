@@ -4,13 +4,16 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -20,6 +23,7 @@ import (
 	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/rlsconfig"
 )
 
 // Exit codes, as the README documents them.
@@ -295,10 +299,38 @@ func renderCmd(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "globalconfig render: %v\n", err)
 		return ExitInvalid
 	}
-	if _, err := env.Stdout.Write(out); err != nil {
+	services, err := serviceConfigs(objs)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig render: %v\n", err)
+		return ExitInvalid
+	}
+	if _, err := env.Stdout.Write(append(out, services...)); err != nil {
 		return ExitIO
 	}
 	return ExitOK
+}
+
+// serviceConfigs is the rate-limit service's side of the set, in the
+// service's file format, as YAML comments after the EnvoyFilters: the
+// stream stays one kubectl applies. The controller serves the same over
+// xDS (--ratelimit-config-addr).
+func serviceConfigs(objs []*envoyfilter.Object) ([]byte, error) {
+	cfgs, err := rlsconfig.Configs(objs)
+	if err != nil || len(cfgs) == 0 {
+		return nil, err
+	}
+	files, err := rlsconfig.Files(cfgs)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(&b, "# The rate-limit service's configuration, %s (what `globalconfig run --ratelimit-config-addr` serves it over xDS):\n", name)
+		for _, line := range strings.Split(strings.TrimRight(string(files[name]), "\n"), "\n") {
+			b.WriteString("#   " + line + "\n")
+		}
+	}
+	return b.Bytes(), nil
 }
 
 func validate(args []string, env Env) int {

@@ -80,6 +80,7 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", facts.DefaultDomain, "istiod's domain suffix (its --domain): Services' full host names end in .svc.DOMAIN")
 	fs.StringVar(&o.Envoy, "envoy", "", "the fleet's Envoy binary (istio-proxy's, from the istio/proxyv2 image): the webhook loads the output of every edit that changes the EnvoyFilters into it in validate mode and refuses what Envoy refuses; needs --webhook-addr")
 	fs.DurationVar(&o.EnvoyTimeout, "envoy-timeout", webhook.DefaultEnvoyTimeout, "how long one review may wait for the Envoy check; keep it under the webhook configuration's timeoutSeconds (5 in deploy/). An edit the check can't judge in time (or that crashes Envoy) is admitted on globalconfig's own validation, with a warning")
+	fs.StringVar(&o.RateLimitConfigAddr, "ratelimit-config-addr", "", "serve the rate-limit service (envoyproxy/ratelimit, CONFIG_TYPE=GRPC_XDS_SOTW) the globalRateLimit limits of the set the proxies have, over xDS at this address, e.g. :18000")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level
 }

@@ -42,6 +42,10 @@ type Publisher struct {
 	// served as that record says (decide.Rollout.Follow), so every istiod
 	// gets the same canary set as the kube sink.
 	Rollout func(context.Context) (*canary.Record, map[string]string, error)
+	// BeforeDeliver, when set, is handed every set just before it is
+	// published: a service the set's patches call gets its configuration
+	// first (pkg/rlsconfig).
+	BeforeDeliver func(set []*envoyfilter.Object)
 
 	renderer *render.Renderer
 	metrics  *Metrics
@@ -157,6 +161,9 @@ func (p *Publisher) Sync() {
 	// An invalid document with nothing to keep delivers nothing: the
 	// controller reports the problems, and istiod keeps the last good set
 	// (or waits for a valid one).
+	if d.Deliver() && p.BeforeDeliver != nil {
+		p.BeforeDeliver(d.Set)
+	}
 	if _, err := decide.Deliver(ctx, serverSink{p}, d); err != nil {
 		p.Log.Error("mcp: publish", "err", err)
 		return

@@ -44,7 +44,7 @@ func publisherWith(t *testing.T, doc, lastGood string) *Publisher {
 // served is the number of EnvoyFilters the server serves, -1 before the
 // first publish.
 func served(p *Publisher) int {
-	_, res, ok := p.Server.snapshot()
+	_, res, ok := p.Server.Snapshot()
 	if !ok {
 		return -1
 	}

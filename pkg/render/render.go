@@ -164,6 +164,15 @@ func build(s document.Section) (*envoyfilter.Object, error) {
 	if empty && versioned {
 		return nil, nil
 	}
+	if sc, ok := s.Item.(items.ServiceConfigurer); ok && err == nil {
+		cfg, err := sc.ServiceConfig()
+		if err != nil {
+			return nil, err
+		}
+		if err := obj.SetServiceConfig(cfg); err != nil {
+			return nil, fmt.Errorf("service config: %w", err)
+		}
+	}
 	return obj, err
 }
 

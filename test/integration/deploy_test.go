@@ -20,8 +20,12 @@ import (
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
-// envoyOverlay is the overlay that gives the webhook the fleet's Envoy.
-const envoyOverlay = "deploy/overlays/envoy-admission"
+// envoyOverlay is the overlay that gives the webhook the fleet's Envoy,
+// and rateLimitOverlay the one that adds the rate-limit service.
+const (
+	envoyOverlay     = "deploy/overlays/envoy-admission"
+	rateLimitOverlay = "deploy/overlays/ratelimit"
+)
 
 // deploy/ and its overlays render with kubectl's kustomize and are
 // accepted by the API server (server-side dry run), the envoy-admission
@@ -32,7 +36,7 @@ func TestDeployManifests(t *testing.T) {
 	f := setup(t)
 	root := harness.RepoRoot()
 	var base string
-	for _, dir := range []string{"deploy", "deploy/overlays/mcp", "deploy/overlays/cert-manager", envoyOverlay} {
+	for _, dir := range []string{"deploy", "deploy/overlays/mcp", "deploy/overlays/cert-manager", envoyOverlay, rateLimitOverlay} {
 		out, err := cluster.Kubectl(f.ctx, nil, "kustomize", filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
@@ -47,8 +51,22 @@ func TestDeployManifests(t *testing.T) {
 			}
 			continue
 		}
+		if dir == rateLimitOverlay {
+			// Its namespace, which a dry run does not create.
+			if _, err := cluster.Kubectl(f.ctx, nil, "create", "namespace", "ratelimit"); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
+				t.Fatal(err)
+			}
+		}
 		if _, err := cluster.Kubectl(f.ctx, []byte(out), "apply", "--dry-run=server", "-f", "-"); err != nil {
 			t.Errorf("%s: %v", dir, err)
+		}
+		if dir == rateLimitOverlay {
+			for _, want := range []string{"--ratelimit-config-addr=:18000", "name: globalconfig-ratelimit-config", "CONFIG_GRPC_XDS_SERVER_URL", "value: globalconfig-ratelimit-config.istio-system.svc.cluster.local:18000", "image: envoyproxy/ratelimit:", "image: redis:"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s lacks %q", dir, want)
+				}
+			}
+			continue
 		}
 		hasDeployment := strings.Contains(out, "kind: Deployment")
 		if hasDeployment != (dir == "deploy" || dir == envoyOverlay) {

@@ -87,6 +87,13 @@ func applyAll(ctx context.Context, t testing.TB, objs []*envoyfilter.Object) []l
 			}
 		}
 	}
+	// The rate-limit service gets the set's limits first, as the
+	// controller gives them (pkg/rlsconfig).
+	if rls != nil {
+		if _, err := rls.Publish(objs); err != nil {
+			t.Fatal(err)
+		}
+	}
 	prune(ctx, t, objs)
 	mark := fmt.Sprintf("step-%d", step.Add(1))
 	kubectlApply(ctx, t, append(slices.Clone(objs), sentinel(t, mark)))

@@ -113,6 +113,13 @@ var provenInGo = map[string]string{
 	"tls":            "TestTLSPolicyAndHSTS",
 	"accessLog":      "TestAccessLog",
 	"tracing":        "TestTracingToZipkin",
+	// The limits are shared by both gateways and counted by the service
+	// across cases: declared cases, run at each gateway in turn, can't
+	// say what the second one sees.
+	"globalRateLimit": "TestGlobalRateLimitShared",
+	// Real auth services, stopped and started, and oauth2-proxy's
+	// sign-in form: more than declared requests can say.
+	"extAuth": "TestExtAuth",
 }
 
 // Every registered item proves its effect at the proxy: by declared

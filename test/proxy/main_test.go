@@ -104,6 +104,7 @@ func run(m *testing.M) int {
 	}
 	back.Close()
 	zipkin.Close()
+	rls.Close()
 	sds.Close()
 	if istiod != nil {
 		istiod.Kill()
@@ -140,6 +141,9 @@ func setupSuite(ctx context.Context, dir string) error {
 	oldest = &gw{name: "envoy-" + dashed(oldBin.Minor()), ip: "127.0.0.12"}
 	gateways = []*gw{newest, oldest}
 	if err := createMesh(ctx, dir); err != nil {
+		return err
+	}
+	if err := startRateLimit(ctx, dir); err != nil {
 		return err
 	}
 	if sds, err = harness.StartSDS(certFile, keyFile); err != nil {

@@ -142,6 +142,8 @@ var keyCases = []keyCase{
 	{key: "custom-http-errors", value: "404,503", verdict: nginx.NotSupported, want: []string{"customErrors=-"}, note: "nginx fetched the pages from its default backend; customErrors.localReplies takes bodies of your own"},
 	{key: "limit-req-status-code", value: "429", verdict: nginx.NotSupported, note: "belongs to the rate-limit annotations of Ingresses; set localRateLimit.statusCode when you recreate them"},
 	{key: "limit-conn-status-code", value: "429", verdict: nginx.NotSupported},
+	{key: "global-rate-limit-memcached-host", value: "memcached.default.svc", verdict: nginx.NotSupported, note: "removed from ingress-nginx; globalRateLimit replaces it"},
+	{key: "global-rate-limit-status-code", value: "429", verdict: nginx.NotSupported},
 	// IP access.
 	{key: "whitelist-source-range", value: "10.0.0.0/8,192.168.1.5", verdict: nginx.Converted, want: []string{"ipAccess.allow=[10.0.0.0/8 192.168.1.5/32]"}, note: "403 for everyone else, as in nginx"},
 	{key: "denylist-source-range", value: "203.0.113.0/24,203.0.113.9", verdict: nginx.Converted, want: []string{"ipAccess.deny=[203.0.113.0/24]"}},
