@@ -26,6 +26,10 @@ type ServiceRef struct {
 	Path string
 	Host string
 	Port uint32
+	// Missing says what the proxies do while istiod builds no cluster for
+	// the service, ending "until there is one"; empty, Envoy refuses every
+	// listener that sends to it (a tracer's collector).
+	Missing string
 }
 
 // Cluster is the outbound cluster istiod builds for the service.

@@ -7,6 +7,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/clientip"
 	_ "github.com/globalconfig/globalconfig/items/customerrors"
 	_ "github.com/globalconfig/globalconfig/items/downstream"
+	_ "github.com/globalconfig/globalconfig/items/extauth"
 	_ "github.com/globalconfig/globalconfig/items/globalratelimit"
 	_ "github.com/globalconfig/globalconfig/items/gzip"
 	_ "github.com/globalconfig/globalconfig/items/hardening"

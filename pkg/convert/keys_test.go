@@ -313,6 +313,11 @@ var validNginx = map[string]string{
 	"block-user-agents": "~*sqlmap", "block-referers": "~*spam",
 	"generate-request-id": "true", "enable-underscores-in-headers": "false", "ignore-invalid-headers": "true", "allow-snippet-annotations": "false",
 	"main-snippet": "location /x { return 200; }", "server-snippet": "location /x { return 200; }",
+	"global-auth-url": "http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", "global-auth-method": "GET",
+	"global-auth-signin": "https://$host/oauth2/start?rd=$escaped_request_uri", "global-auth-signin-redirect-param": "rd",
+	"global-auth-response-headers": "X-Auth-Request-User, X-Auth-Request-Email", "global-auth-request-redirect": "$request_uri",
+	"global-auth-cache-key": "$remote_user$http_authorization", "global-auth-cache-duration": "200 202 401 5m",
+	"global-auth-always-set-cookie": "true", "no-auth-locations": "/.well-known/acme-challenge,/healthz",
 }
 
 // moreNginx are other values ingress-nginx reads, each taking another
@@ -358,6 +363,11 @@ var moreNginx = map[string][]string{
 	"ignore-invalid-headers":         {"false"},
 	"allow-snippet-annotations":      {"true"},
 	"ssl-session-ticket-key":         {"c2VjcmV0LXRpY2tldC1rZXktdmFsdWU="},
+	"global-auth-url":                {"http://10.0.0.5/auth", "http://auth:8080/verify", "https://auth.example.com/", "http://auth.auth.svc/?a=1"},
+	"global-auth-signin":             {"https://$host/oauth2/start?rd=$no_such_variable", "/oauth2/sign_in", "https://login.example.com/"},
+	"global-auth-always-set-cookie":  {"false"},
+	"global-auth-cache-key":          {""},
+	"no-auth-locations":              {"", "/,/a%2F,/b/", "/oauth2"},
 }
 
 // Placeholders a templating tool leaves when a value was not substituted.

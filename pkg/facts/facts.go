@@ -65,8 +65,12 @@ func (r *Resolver) Service(ref items.ServiceRef) items.ServiceFact {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout())
 	defer cancel()
 	cluster := ref.Cluster()
+	consequence := ref.Missing
+	if consequence == "" {
+		consequence = "Envoy refuses every listener that sends to it"
+	}
 	missing := func(what string) items.ServiceFact {
-		return items.ServiceFact{Warn: true, Msg: fmt.Sprintf("%s, so istiod builds no cluster %s and Envoy refuses every listener that sends to it until there is one", what, cluster)}
+		return items.ServiceFact{Warn: true, Msg: fmt.Sprintf("%s, so istiod builds no cluster %s and %s until there is one", what, cluster, consequence)}
 	}
 	entries, err := r.serviceEntries(ctx)
 	if err != nil {

@@ -186,8 +186,9 @@ func TestControllerEffects(t *testing.T) {
 	doc := exampleDocument(t)
 	putConfig(ctx, t, doc)
 	startController(ctx, t)
-	for _, o := range desiredObjects(t, doc) {
-		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffect(o, s) })
+	set := desiredObjects(t, doc)
+	for _, o := range set {
+		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffectAmong(o, set, s) })
 	}
 	// Each compressor sits before the router, with Envoy's chunk_size.
 	hcm, err := gateway.Snapshot().GatewayHCM(listenerName)
@@ -201,9 +202,10 @@ func TestControllerEffects(t *testing.T) {
 	chain := strings.Join(names, ",")
 	// The table in envoyfilter/priority.go: the compressors at the very
 	// front (they see each response last), then the filters that refuse
-	// requests, each stage in name order, before all of Istio's own.
+	// requests in their slots' order, before all of Istio's own.
 	head := "envoy.filters.http.compressor.brotli,envoy.filters.http.compressor.gzip,envoy.filters.http.compressor.zstd," +
-		"globalconfig.ip_access,envoy.filters.http.local_ratelimit,envoy.filters.http.buffer,"
+		"globalconfig.ip_access,globalconfig.ext_auth.strip,globalconfig.ext_auth.scope,globalconfig.ext_auth," +
+		"envoy.filters.http.local_ratelimit,envoy.filters.http.ratelimit,envoy.filters.http.buffer,"
 	if !strings.HasPrefix(chain, head) || !strings.HasSuffix(chain, ","+envoyfilter.Router) {
 		t.Errorf("HTTP filter chain %s: want it to start %s and end with the router", chain, head)
 	}
@@ -300,7 +302,7 @@ func TestIstioctlAnalyze(t *testing.T) {
 	startController(ctx, t)
 	objs := desiredObjects(t, exampleDocument(t))
 	for _, o := range objs {
-		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffect(o, s) })
+		waitEffect(ctx, t, o.Metadata.Name, func(s xds.Snapshot) error { return inEffectAmong(o, objs, s) })
 	}
 	bin, err := harness.Binary(harness.EnvIstioctl)
 	if err != nil {

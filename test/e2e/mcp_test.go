@@ -97,8 +97,9 @@ func TestMCPSidecar(t *testing.T) {
 	ctl := startMCPController(ctx, t, "mcp-controller", addr, rolloutArgs...)
 	first, client := startMCPIstiod(ctx, t, "istiod-mcp", addr, debugPort)
 
-	for _, o := range desiredObjects(t, doc) {
-		waitOn(ctx, t, client, o.Metadata.Name+" over MCP", func(s xds.Snapshot) error { return inEffect(o, s) })
+	set := desiredObjects(t, doc)
+	for _, o := range set {
+		waitOn(ctx, t, client, o.Metadata.Name+" over MCP", func(s xds.Snapshot) error { return inEffectAmong(o, set, s) })
 	}
 	efs, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters("").List(ctx, metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
 	if err != nil || len(efs.Items) != 0 {
@@ -152,8 +153,9 @@ func TestMCPSidecar(t *testing.T) {
 	client.Close()
 	first.Kill()
 	second, client2 := startMCPIstiod(ctx, t, "istiod-mcp-2", addr, debugPort)
-	for _, o := range desiredObjects(t, again) {
-		waitOn(ctx, t, client2, o.Metadata.Name+" after an istiod restart", func(s xds.Snapshot) error { return inEffect(o, s) })
+	againSet := desiredObjects(t, again)
+	for _, o := range againSet {
+		waitOn(ctx, t, client2, o.Metadata.Name+" after an istiod restart", func(s xds.Snapshot) error { return inEffectAmong(o, againSet, s) })
 	}
 
 	// Both restart while the document is invalid. The controller serves
@@ -167,8 +169,8 @@ func TestMCPSidecar(t *testing.T) {
 	second.Kill()
 	startMCPController(ctx, t, "mcp-controller-3", addr, rolloutArgs...)
 	_, client3 := startMCPIstiod(ctx, t, "istiod-mcp-3", addr, debugPort)
-	for _, o := range desiredObjects(t, again) {
-		waitOn(ctx, t, client3, o.Metadata.Name+" after both restart with an invalid document", func(s xds.Snapshot) error { return inEffect(o, s) })
+	for _, o := range againSet {
+		waitOn(ctx, t, client3, o.Metadata.Name+" after both restart with an invalid document", func(s xds.Snapshot) error { return inEffectAmong(o, againSet, s) })
 	}
 }
 

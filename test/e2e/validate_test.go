@@ -42,6 +42,7 @@ import (
 	_ "istio.io/api/envoy/config/filter/http/alpn/v2alpha1"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
@@ -764,12 +765,17 @@ func checkChain(t *testing.T, what string, l *listenerv3.Listener, fc *listenerv
 	// globalconfig's own inserts, against the stage table: each at its
 	// stage's position, in front of or behind every filter istiod built
 	// (the WasmPlugin's included), and the stages in the order the table
-	// gives them, each in item name order.
+	// gives them, each in the order of its items' slots (slot 0 first,
+	// whatever the stage's insert position), and an item's own filters in
+	// the order its patches insert them (reversed at the front: a later
+	// INSERT_FIRST goes in front of an earlier one).
 	type placed struct {
 		name  string
 		stage int
-		item  string
+		slot  int
+		seq   int
 	}
+	seqs := map[string]int{}
 	stages := envoyfilter.Stages()
 	var ourOrder []placed
 	for _, in := range inserts {
@@ -818,14 +824,27 @@ func checkChain(t *testing.T, what string, l *listenerv3.Listener, fc *listenerv
 		if front {
 			rank = -si - len(stages)
 		}
-		ourOrder = append(ourOrder, placed{name: in.value, stage: rank, item: in.ef.item})
+		reg, ok := items.Lookup(in.ef.item)
+		if !ok {
+			t.Errorf("%s: item %q is not registered", in.ef.name, in.ef.item)
+			continue
+		}
+		seq := seqs[in.ef.item]
+		seqs[in.ef.item]++
+		if front {
+			seq = -seq
+		}
+		ourOrder = append(ourOrder, placed{name: in.value, stage: rank, slot: reg.Slot, seq: seq})
 	}
 	want := slices.Clone(ourOrder)
 	slices.SortStableFunc(want, func(a, b placed) int {
 		if a.stage != b.stage {
 			return a.stage - b.stage
 		}
-		return strings.Compare(a.item, b.item)
+		if a.slot != b.slot {
+			return a.slot - b.slot
+		}
+		return a.seq - b.seq
 	})
 	var gotOurs, wantOurs []string
 	for _, name := range observed {

@@ -76,7 +76,7 @@ func Convert(in Input, opts Options) (*Result, error) {
 }
 
 // sectionOrder is the order of the document's sections.
-var sectionOrder = []string{"clientIP", "downstream", "hardening", "tls", "upstream", "headers", "accessLog", "tracing", "requestBody", "ipAccess", "gzip", "brotli"}
+var sectionOrder = []string{"clientIP", "downstream", "hardening", "tls", "upstream", "headers", "accessLog", "tracing", "requestBody", "ipAccess", "extAuth", "gzip", "brotli"}
 
 // sorted returns the sections in sectionOrder.
 func (c *converter) sorted() []*yaml.Node {
@@ -316,6 +316,7 @@ func (c *converter) convert() {
 	c.accessLog()
 	c.tracing()
 	c.ipAccess()
+	c.extAuth()
 	c.paths()
 	c.statusCodes()
 	for _, k := range slices.Sorted(maps.Keys(c.in.Data)) {
@@ -426,4 +427,6 @@ var convertedKeys = []string{
 	"whitelist-source-range", "denylist-source-range", "block-cidrs", "block-user-agents", "block-referers",
 	"generate-request-id", "enable-underscores-in-headers", "ignore-invalid-headers", "allow-snippet-annotations",
 	"main-snippet", "http-snippet", "server-snippet", "location-snippet", "stream-snippet", "modsecurity-snippet", "global-auth-snippet",
+	"global-auth-url", "global-auth-method", "global-auth-signin", "global-auth-signin-redirect-param", "global-auth-response-headers",
+	"global-auth-request-redirect", "global-auth-cache-key", "global-auth-cache-duration", "global-auth-always-set-cookie", "no-auth-locations",
 }

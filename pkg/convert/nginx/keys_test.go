@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/items/extauth"
 	"github.com/globalconfig/globalconfig/pkg/convert/nginx"
 )
 
@@ -153,6 +154,23 @@ var keyCases = []keyCase{
 	{key: "block-user-agents", value: "Go-http-client/1.1,~^nikto", verdict: nginx.Converted, want: []string{"ipAccess.denyUserAgents=[Go-http-client/1.1 ~^nikto]"}},
 	{key: "block-user-agents", value: "", verdict: nginx.DefaultAlready},
 	{key: "block-referers", value: "~*spam", verdict: nginx.NotSupported},
+	// External authentication.
+	{key: "global-auth-url", value: "http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", verdict: nginx.Converted, want: []string{"extAuth.service=oauth2-proxy.auth.svc.cluster.local", "extAuth.port=4180", "extAuth.pathPrefix=/oauth2/auth", "extAuth.failureStatus=500", "extAuth.addHeaders.x-original-url=" + extauth.OriginalURL}, note: "Envoy allows a request only on a 200 answer (nginx: any 2xx): oauth2-proxy's /oauth2/auth answers 202, so the check goes to /oauth2/auth followed by the request's path, which oauth2-proxy run with --upstream=static://200 answers 200; another path becomes extAuth.path (the check goes to that path alone). 500 when the service fails, as from nginx"},
+	{key: "global-auth-url", value: "http://auth.auth:8080/verify", verdict: nginx.Converted, want: []string{"extAuth.service=auth.auth.svc.cluster.local", "extAuth.path=/verify", "extAuth.pathPrefix=-"}},
+	{key: "global-auth-url", value: "http://10.0.0.5/auth", verdict: nginx.NotSupported, want: []string{"extAuth=-"}},
+	{key: "global-auth-method", value: "GET", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.NotSupported, note: "Envoy checks with the request's own method and can't be told another"},
+	{key: "global-auth-signin", value: "https://$host/oauth2/start?rd=$escaped_request_uri", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.Converted, want: []string{"extAuth.signIn.url=https://%REQ(:AUTHORITY)%/oauth2/start?rd=%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%", "extAuth.skip.paths=[/.well-known/acme-challenge /oauth2]"}, note: "the service's 401 becomes a 302 to it with the original URL, not percent-encoded (Envoy can't); oauth2-proxy's /oauth2 pages are added to extAuth.skip.paths"},
+	{key: "global-auth-signin", value: "https://login.example.com/start", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.Converted, want: []string{"extAuth.signIn.url=https://login.example.com/start", "extAuth.skip=-"}},
+	{key: "global-auth-signin-redirect-param", value: "next", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", "global-auth-signin=https://login.example.com/start"}, verdict: nginx.Converted, want: []string{"extAuth.signIn.redirectParam=next"}},
+	{key: "global-auth-response-headers", value: "X-Auth-Request-User,X-Auth-Request-Email", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.Converted, want: []string{"extAuth.upstreamHeaders=[x-auth-request-user x-auth-request-email]"}},
+	{key: "global-auth-request-redirect", value: "https://app.example.com$request_uri", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.Converted, want: []string{"extAuth.addHeaders.x-auth-request-redirect=https://app.example.com%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%"}},
+	{key: "global-auth-cache-key", value: "$remote_user$http_authorization", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.NotSupported, note: "Envoy caches no check: the service sees every request"},
+	{key: "global-auth-cache-duration", value: "200 202 401 5m", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", "global-auth-cache-key=$remote_user"}, verdict: nginx.NotSupported},
+	{key: "global-auth-always-set-cookie", value: "true", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.Converted, want: []string{"extAuth.clientHeadersOnSuccess=-"}, note: "extAuth's default sends the service's set-cookie with every response of an allowed request; nginx without the key, with 2xx and 3xx only"},
+	{key: "global-auth-snippet", value: "proxy_set_header X-Token s3cr3t;", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.Insecure, note: "never shown: it may hold secrets"},
+	{key: "no-auth-locations", value: "/.well-known/acme-challenge,/healthz/", with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.Converted, want: []string{"extAuth.skip.paths=[/.well-known/acme-challenge /healthz]"}, note: "whole segments of each request's path, where nginx compared the paths of Ingresses as strings; the default is the same"},
+	{key: "no-auth-locations", unset: true, with: []string{"global-auth-url=http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth"}, verdict: nginx.DefaultAlready, want: []string{"extAuth.skip=-"}},
+	{key: "enable-global-auth", value: "false", verdict: nginx.Unknown, note: "an Ingress annotation, not a ConfigMap key: list the Ingress's hosts in extAuth.skip.hosts"},
 	// Request IDs, paths and headers.
 	{key: "generate-request-id", value: "false", verdict: nginx.Converted, want: []string{"headers.requestId.generate=false", "headers.requestId.preserveExternal=true"}, note: "and the client's x-request-id is kept, as nginx did"},
 	{key: "enable-underscores-in-headers", value: "false", verdict: nginx.Converted, want: []string{"hardening.headersWithUnderscores=DROP_HEADER"}},
