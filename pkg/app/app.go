@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -123,6 +124,13 @@ type RolloutOptions struct {
 	// report those that never connect (after ConnectGrace).
 	WatchPods    bool
 	ConnectGrace time.Duration
+	// StatsPort and StatsPath are where a canary phase's traffic gate
+	// reads each proxy pod's statistics (istio-agent's merged endpoint);
+	// StatsURLs name a proxy's statistics URL directly (POD.NAMESPACE →
+	// URL), before its pod.
+	StatsPort int
+	StatsPath string
+	StatsURLs map[string]string
 }
 
 // Leader election timing: a dead leader's lease expires after
@@ -298,6 +306,17 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 				return nil, nil, err
 			}
 		}
+		publisher.Pairing = func(context.Context) (string, bool) {
+			cm, err := statusCMs.ConfigMaps(cfg.Namespace).Get(status.ConfigMapName(cfg.Name))
+			if err != nil {
+				return "", false
+			}
+			st, err := status.Read(cm.Data)
+			if err != nil || st.Applied == nil {
+				return "", false
+			}
+			return st.Applied.PairedBy, true
+		}
 		for _, f := range byName {
 			f.Start(ctx.Done())
 			defer f.Shutdown()
@@ -320,6 +339,27 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	cfg.Rollout, cfg.RootNamespace = tracker, opts.Rollout.RootNamespace
+	if tracker != nil {
+		// The traffic gate of canary phases: each proxy's own statistics,
+		// on its pod or where --rollout-stats-url says.
+		var src rollout.StatsSources
+		if len(opts.Rollout.StatsURLs) > 0 {
+			src = append(src, rollout.StaticStats(opts.Rollout.StatsURLs))
+		}
+		if pods, ok := tracker.Expected.(*podSource); ok && opts.Rollout.StatsPort > 0 {
+			src = append(src, rollout.PodStats{Pods: pods, Port: opts.Rollout.StatsPort, Path: opts.Rollout.StatsPath})
+		}
+		cfg.Traffic = rollout.NewTrafficGate(src)
+	}
+	if publisher != nil && opts.Sink == SinkMCP {
+		// A lost stable set is rebuilt from what the MCP server serves.
+		cfg.Live = publisher.Served
+	}
+	// Writes go out only while this replica leads.
+	var leading atomic.Bool
+	if opts.LeaderElect {
+		cfg.Leading = leading.Load
+	}
 	if opts.Webhook.Addr != "" {
 		// Is the webhook this process serves the one the API server calls
 		// for the global ConfigMap?
@@ -338,6 +378,8 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if tracker != nil {
 		tracker.OnChange = ctrl.Enqueue
 		go tracker.Run(ctx)
+		cfg.Traffic.OnChange = ctrl.Enqueue
+		go cfg.Traffic.Run(ctx)
 	}
 
 	var hook *webhook.Server
@@ -380,7 +422,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		ctrl.Run(ctx)
 		return nil
 	}
-	return lead(ctx, opts, kube, metrics, ctrl, log)
+	return lead(ctx, opts, kube, metrics, ctrl, &leading, log)
 }
 
 // podSource lists the proxies that should be connected from an informer
@@ -403,7 +445,7 @@ func newPodSource(kube kubernetes.Interface, resync time.Duration) *podSource {
 			return &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, ResourceVersion: p.ResourceVersion,
 					DeletionTimestamp: p.DeletionTimestamp, Annotations: map[string]string{rollout.AnnotationTemplates: p.Annotations[rollout.AnnotationTemplates]}},
-				Status: corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime},
+				Status: corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime, PodIP: p.Status.PodIP},
 			}, nil
 		}))
 	return &podSource{informer: f.Core().V1().Pods().Informer(), factory: f}
@@ -453,7 +495,7 @@ func newTracker(o RolloutOptions, kube kubernetes.Interface, resync time.Duratio
 // lease (say, during an API server outage) ends the term, not the
 // process: the replica goes back to being a candidate, its caches warm,
 // and a new term starts from a fresh state.
-func lead(ctx context.Context, opts Options, kube kubernetes.Interface, metrics *controller.Metrics, ctrl *controller.Controller, log *slog.Logger) error {
+func lead(ctx context.Context, opts Options, kube kubernetes.Interface, metrics *controller.Metrics, ctrl *controller.Controller, leading *atomic.Bool, log *slog.Logger) error {
 	id, err := os.Hostname()
 	if err != nil {
 		id = "globalconfig"
@@ -475,10 +517,12 @@ func lead(ctx context.Context, opts Options, kube kubernetes.Interface, metrics 
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
 					log.Info("leading", "identity", id)
+					leading.Store(true)
 					metrics.Leader.Set(1)
 					ctrl.Run(ctx)
 				},
 				OnStoppedLeading: func() {
+					leading.Store(false)
 					metrics.Leader.Set(0)
 					if ctx.Err() == nil {
 						log.Warn("lost the lease; standing as a candidate again")

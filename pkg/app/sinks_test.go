@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"testing"
 	"time"
 
@@ -139,7 +140,7 @@ func holdings(t *testing.T, fc *fakekube.Cluster, pub *mcp.Publisher) (kube, ser
 }
 
 // The canary rollout, both sinks: the elected controller decides (start,
-// an operator's promote, a roll back after a silent bake time), and the
+// an operator's promote, a roll back at the phase timeout), and the
 // MCP publisher, following the record in the status and the last good
 // copy, serves exactly the set the kube sink holds at every step,
 // restarts of both included. Each step names the pair (stable, candidate)
@@ -149,7 +150,7 @@ func TestBothSinksRollOutAlike(t *testing.T) {
 	docA, docB, docC := policy+"gzip: {chunkSize: 8192}\n", policy+"gzip: {chunkSize: 16384}\nbrotli: {}\n", policy+"zstd: {}\n"
 	fc := fakekube.New()
 	renderer := render.New()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	clock := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	newController := func() *controller.Controller {
 		return controller.New(controller.Config{Namespace: testNS, Name: testName, FieldManager: "globalconfig", Renderer: renderer,
@@ -160,6 +161,7 @@ func TestBothSinksRollOutAlike(t *testing.T) {
 	newPublisher := func() *mcp.Publisher {
 		p := mcp.NewPublisher(mcp.NewMetrics(prometheus.NewRegistry()), renderer)
 		p.ConfigMaps, p.Namespace, p.Name, p.Log = fc.KubeInf.Core().V1().ConfigMaps().Lister(), testNS, testName, log
+		p.Now = func() time.Time { return clock }
 		p.LastGood = func(ctx context.Context) (map[string]string, error) {
 			return controller.ReadLastGood(ctx, fc.Kube, testNS, testName)
 		}
@@ -186,12 +188,14 @@ func TestBothSinksRollOutAlike(t *testing.T) {
 		return res.Objects
 	}
 	split := func(from, to string) []*envoyfilter.Object {
-		objs, err := canary.Split(set(from), set(to), canary.DefaultLabel)
+		objs, err := canary.Pair(set(from), set(to), canary.DefaultLabel)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return objs
 	}
+	// Under a canary policy every set goes out paired.
+	paired := func(doc string) []*envoyfilter.Object { return split(doc, doc) }
 	ctl, pub := newController(), newPublisher()
 	var rec *canary.Record
 	for _, s := range []struct {
@@ -201,15 +205,16 @@ func TestBothSinksRollOutAlike(t *testing.T) {
 		want    []*envoyfilter.Object
 		phase   canary.Phase
 	}{
-		{name: "the first set goes out directly", do: func() { fc.PutConfig(t, testNS, testName, docA) }, want: set(docA)},
+		{name: "the first set goes out directly", do: func() { fc.PutConfig(t, testNS, testName, docA) }, want: paired(docA)},
 		{name: "a change: the canary set", do: func() { fc.PutConfig(t, testNS, testName, docB) }, want: split(docA, docB), phase: canary.InCanary},
 		{name: "both restart in the phase", restart: true, want: split(docA, docB), phase: canary.InCanary},
 		{name: "an operator promotes", do: func() {
 			fc.Annotate(t, testNS, testName, canary.AnnotationAction, rec.Request(canary.ActionPromote))
-		}, want: set(docB), phase: canary.Promoted},
+		}, want: paired(docB), phase: canary.Promoted},
 		{name: "another change: the canary set from the promoted one", do: func() { fc.PutConfig(t, testNS, testName, docC) }, want: split(docB, docC), phase: canary.InCanary},
-		{name: "the bake time passes with no canary: rolled back", do: func() { clock = clock.Add(2 * time.Minute) }, want: set(docB), phase: canary.RolledBack},
-		{name: "both restart: still rolled back", restart: true, want: set(docB), phase: canary.RolledBack},
+		{name: "the bake time passes with nothing to judge: held", do: func() { clock = clock.Add(2 * time.Minute) }, want: split(docB, docC), phase: canary.InCanary},
+		{name: "the phase timeout passes: rolled back", do: func() { clock = clock.Add(2 * time.Minute) }, want: paired(docB), phase: canary.RolledBack},
+		{name: "both restart: still rolled back", restart: true, want: paired(docB), phase: canary.RolledBack},
 	} {
 		if s.restart {
 			ctl, pub = newController(), newPublisher()

@@ -1,26 +1,29 @@
 // Package canary is globalconfig's safe rollout: a changed item first
-// reaches only the canary proxies, a NACK (or silence) there rolls the
-// change back everywhere, and only a change the canaries took reaches the
-// rest of the fleet after the bake time.
+// reaches only the canary proxies, a NACK, silence or broken traffic there
+// rolls the change back everywhere, and only a change the canaries
+// provably received and took reaches the rest of the fleet after the bake
+// time. Whatever it can't know (the stable set, an istiod's answer,
+// whether a canary really holds the change) holds the change: it never
+// promotes on missing information.
 //
 // The mechanism is istiod's own EnvoyFilter scoping. An EnvoyFilter in the
 // root namespace applies to every proxy its workloadSelector matches, and
-// a selector can only require labels, never exclude them. So during a
-// canary phase every proxy the set reaches must carry the canary label:
-// "true" on the canaries, "false" on the others. A changed item is then
-// emitted twice: its previous EnvoyFilter with the selector
-// LABEL=false added (same name), and its new one with LABEL=true added
-// (name + "-canary"). An unchanged item is emitted once, as always. Each
-// proxy therefore gets exactly one version of every item, with the
-// priorities of the final set: the canaries exactly what the whole fleet
-// will get, the others exactly what they had.
+// a selector can only require labels, never exclude them. So under a
+// canary policy every item is delivered as a pair (Pair): its stable copy
+// with the selector LABEL=false added (the item's name), and its canary
+// copy with LABEL=true (name + "-canary"), which also marks every listener
+// it patches with a marker of its content. Outside a phase both copies
+// hold the same version; a phase rewrites one copy per item at each
+// transition, so every labelled proxy holds exactly one version of every
+// item at every moment, with the priorities of the final set: the canaries
+// exactly what the whole fleet will get, the others exactly what they had.
 //
 // The default Direct rollout is judged here too (direct.go): a change
 // reaches every proxy at once, and when the proxies refuse it (a NACK, by
 // Policy.RollbackOn) it is rolled back to the stable set the same way.
 //
-// Everything here is pure: the controller reads the cluster and istiod,
-// calls Step, and delivers what it says.
+// Everything here is pure: the controller reads the cluster, istiod and
+// the proxies' statistics, calls Step, and delivers what it says.
 package canary
 
 import (
@@ -73,6 +76,8 @@ func (RollbackOn) Values() []string { return []string{string(AllNACK), string(An
 var (
 	_ items.Enum = Strategy("")
 	_ items.Enum = RollbackOn("")
+	_ items.Enum = Coverage("")
+	_ items.Enum = InsufficientTraffic("")
 )
 
 // Defaults and bounds of the policy.
@@ -89,10 +94,57 @@ const (
 // Policy is the document's rollout section.
 type Policy struct {
 	Strategy    Strategy      `json:"strategy,omitempty" doc:"Direct (default): a change reaches every proxy at once. Canary: it reaches the canary proxies first, and the rest only after they took it."`
-	CanaryLabel string        `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary)."`
+	CanaryLabel string        `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary). No target.selector may name it."`
 	CanaryAcks  Acks          `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
 	BakeTime    items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
 	RollbackOn  RollbackOn    `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
+	// Coverage, PhaseTimeout and Analysis are canary rollouts' only.
+	Coverage     Coverage      `json:"coverage,omitempty" doc:"Canary only: which canaries a change needs before its phase starts. Variants (default): for every changed item, a canary of each proxy kind (gateway, sidecar) and each release variant of the item that any proxy it reaches runs. Kinds: of each proxy kind. Items: at least one canary the item reaches (never less)."`
+	PhaseTimeout items.Seconds `json:"phaseTimeout,omitempty" doc:"Canary only: the longest a phase may last, from the edit, waiting to start, baking and waiting for answers included; past it the change is rolled back. Seconds or a duration, at least bakeTime, at most 3h (default 3 × bakeTime)."`
+	Analysis     *Analysis     `json:"analysis,omitempty" doc:"Canary only: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies': a canary that answers more errors rolls back. Without it a phase is judged by ACKs and NACKs alone."`
+}
+
+// Coverage is which canaries a change needs before its phase starts.
+type Coverage string
+
+// The coverages, from the strictest.
+const (
+	// CoverVariants: every changed item needs a canary of each proxy kind
+	// and each of its release variants that some proxy it reaches runs.
+	CoverVariants Coverage = "Variants"
+	// CoverKinds: a canary of each proxy kind the item reaches.
+	CoverKinds Coverage = "Kinds"
+	// CoverItems: at least one canary the item reaches; the floor, which
+	// no setting lowers: a change no canary receives is never promoted.
+	CoverItems Coverage = "Items"
+)
+
+// Values lists the accepted spellings (used by the decoder and the schema).
+func (Coverage) Values() []string {
+	return []string{string(CoverVariants), string(CoverKinds), string(CoverItems)}
+}
+
+// Covers is the coverage, its default filled in.
+func (p Policy) Covers() Coverage {
+	if p.Coverage == "" {
+		return CoverVariants
+	}
+	return p.Coverage
+}
+
+// MaxPhaseTimeout bounds a phase's age: three of the longest bake times.
+const MaxPhaseTimeout = 3 * MaxBakeTime
+
+// PhaseTimeoutFactor is the default phase timeout in bake times.
+const PhaseTimeoutFactor = 3
+
+// Timeout is the phase timeout, its default (PhaseTimeoutFactor bake
+// times) filled in.
+func (p Policy) Timeout() time.Duration {
+	if p.PhaseTimeout.Duration == 0 {
+		return PhaseTimeoutFactor * p.Bake()
+	}
+	return p.PhaseTimeout.Duration
 }
 
 // Enabled reports whether p asks for canaries.
@@ -124,6 +176,8 @@ func (p Policy) Bake() time.Duration {
 
 // Ranges implements items.Ranger for the JSON Schema: bakeTime's bounds.
 // Validate checks them itself, and takes 0 for the default too.
+// (phaseTimeout's lower bound is the bake time, which a schema can't
+// say: validation alone checks it.)
 func (Policy) Ranges() []items.Range {
 	return []items.Range{items.DurationRange("bakeTime", MinBakeTime, MaxBakeTime)}
 }
@@ -139,8 +193,17 @@ func (p Policy) Validate() error {
 	if d := p.BakeTime.Duration; d != 0 && (d < MinBakeTime || d > MaxBakeTime) {
 		errs.Addf("bakeTime", "must be between %s and %s, got %s", MinBakeTime, MaxBakeTime, d)
 	}
-	if !p.Enabled() && (p.CanaryLabel != "" || p.CanaryAcks != (Acks{}) || p.BakeTime.Duration != 0) {
-		errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks and bakeTime do nothing; set strategy: Canary or remove them", Direct)
+	if d := p.PhaseTimeout.Duration; d != 0 && (d < MinBakeTime || d > MaxPhaseTimeout) {
+		errs.Addf("phaseTimeout", "must be between %s and %s, got %s", MinBakeTime, MaxPhaseTimeout, d)
+	} else if d != 0 && d < p.Bake() {
+		errs.Addf("phaseTimeout", "is %s, shorter than the bake time %s: every phase would be rolled back before it could be promoted", d, p.Bake())
+	}
+	if !p.Enabled() && (p.CanaryLabel != "" || p.CanaryAcks != (Acks{}) || p.BakeTime.Duration != 0 ||
+		p.Coverage != "" || p.PhaseTimeout.Duration != 0 || p.Analysis != nil) {
+		errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks, bakeTime, coverage, phaseTimeout and analysis do nothing; set strategy: Canary or remove them", Direct)
+	}
+	if p.Analysis != nil {
+		errs.Add("analysis", p.Analysis.Validate())
 	}
 	if p.Enabled() && p.RollbackOn != "" {
 		errs.Addf("rollbackOn", "applies to strategy %s only: a canary rollout rolls back on any canary's NACK; remove it", Direct)

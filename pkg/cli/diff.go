@@ -19,6 +19,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/app"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/render"
@@ -191,6 +192,15 @@ func diffCommand(args []string, env Env) int {
 		return ExitAPI
 	}
 
+	if doc.Rollout.Enabled() {
+		// A canary rollout keeps every item as a pair of copies, one for
+		// the canaries and one for the other proxies (docs/rollout.md):
+		// the set the controller converges to outside a phase.
+		if desired, err = canary.Pair(desired, desired, doc.Rollout.Label()); err != nil {
+			fmt.Fprintf(env.Stderr, "globalconfig diff: %v\n", err)
+			return ExitDiffInvalid
+		}
+	}
 	p, err := plan.New(before, after, desired, live)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "globalconfig diff: %v\n", err)

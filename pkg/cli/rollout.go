@@ -62,7 +62,8 @@ func rolloutCommand(args []string, env Env) int {
 		return ExitNoStatus
 	}
 	r := st.Canary
-	if r == nil || r.Phase != canary.InCanary {
+	// A held phase (waiting to start) can be aborted, not promoted.
+	if r == nil || !(r.Phase == canary.InCanary || r.Phase == canary.Held && action == canary.ActionAbort) {
 		phase := "no canary rollout"
 		if r != nil {
 			phase = "the last one was " + string(r.Phase)

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func canaryStatus(phase canary.Phase) *status.Status {
 		Phase: phase, Document: "5c7c56257774ce87", From: "484b302941a65608", To: "8394baeae7844241",
 		Items: []string{"gzip"}, Label: canary.DefaultLabel, Needed: "100%", BakeTime: "1m0s",
 		Started:  time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
-		Canaries: []canary.Answer{{Name: "gw-canary-0.istio-system", State: "NACKed", Message: nackMessage}, {Name: "gw-canary-1.istio-system", State: "Synced"}},
+		Canaries: []canary.Answer{{Name: "gw-canary-0.istio-system", State: "NACKed", Message: nackMessage}, {Name: "gw-canary-1.istio-system", State: "Synced", Received: true}},
 	}
 	if phase != canary.InCanary {
 		ended := st.Canary.Started.Add(5 * time.Second)
@@ -38,9 +39,9 @@ func TestStatusShowsTheCanary(t *testing.T) {
 	}
 	t.Logf("$ globalconfig status\n%s", out)
 	for _, want := range []string{
-		"canary rollout: RolledBack (document 5c7c56257774ce87, set 484b302941a65608 → 8394baeae7844241): gzip to proxies labelled globalconfig.io/canary=true first; bake time 1m0s, 100% must ACK; started 2026-03-01T10:00:00Z\n",
+		"canary rollout: RolledBack (document 5c7c56257774ce87, set 484b302941a65608 → 8394baeae7844241): gzip to proxies labelled globalconfig.io/canary=true first; bake time 1m0s, 100% must ACK with the canary copy; started 2026-03-01T10:00:00Z\n",
 		"  RolledBack 2026-03-01T10:00:05Z: canary gw-canary-0.istio-system rejected the change: LDS:",
-		"CANARY ", " STATE ", "gw-canary-0.istio-system   NACKed   LDS:", "gw-canary-1.istio-system   Synced   -\n",
+		"CANARY ", " STATE ", " RECEIVED ", "gw-canary-0.istio-system   NACKed   no         LDS:", "gw-canary-1.istio-system   Synced   yes        -\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
@@ -98,5 +99,36 @@ func TestRolloutPromoteAndAbort(t *testing.T) {
 	}
 	if code, _, errs := runIn(t, c, "rollout", "pause"); code != cli.ExitUsage || !strings.Contains(errs, "promote") {
 		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// A held phase says why, a promotion is watched until confirmed, the
+// traffic gate's figures are shown, and a long list of canaries is cut for
+// the table but counted.
+func TestStatusShowsHeldAndTraffic(t *testing.T) {
+	st := canaryStatus(canary.Held)
+	st.State, st.Canary.Ended, st.Canary.Message = status.Held, nil, ""
+	st.Canary.Waiting = "the canary phase can't start: gzip reaches sidecars, and no canary is one (rollout.coverage Variants)"
+	st.Canary.Canaries = nil
+	c, _ := statusCluster(t, st)
+	_, out, _ := runIn(t, c, "status")
+	for _, want := range []string{"ConfigMap istio-system/global-config: Held\n", "  held: the canary phase can't start: gzip reaches sidecars"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("held: stdout lacks %q:\n%s", want, out)
+		}
+	}
+	st = canaryStatus(canary.Promoted)
+	st.Canary.Traffic = &canary.Traffic{Since: st.Canary.Started, Canary: canary.Figures{Proxies: 1, Read: 1, Requests: 240, LocalReplies: 120},
+		Stable: canary.Figures{Proxies: 1, Read: 1, Requests: 250}, Verdict: "local replies: the canaries' share 50.0%", Failed: true}
+	for i := range 25 {
+		st.Canary.Canaries = append(st.Canary.Canaries, canary.Answer{Name: fmt.Sprintf("gw-more-%02d.istio-system", i), State: "Synced", Received: true})
+	}
+	c, _ = statusCluster(t, st)
+	_, out, _ = runIn(t, c, "status")
+	for _, want := range []string{"watching every proxy's answer to the promoted set", "traffic since 2026-03-01T10:00:00Z: canaries 240 requests (1 of 1 proxies read), 0 5xx, 120 local replies",
+		"  traffic: local replies: the canaries' share 50.0%", "… and 7 more canaries, every one judged"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("traffic: stdout lacks %q:\n%s", want, out)
+		}
 	}
 }

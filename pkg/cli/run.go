@@ -65,7 +65,7 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	})
 	fs.BoolVar(&o.Webhook.ManageCert, "webhook-manage-cert", true, "create and rotate a self-signed CA and certificate and patch the caBundle; false when cert-manager keeps the Secret")
 	fs.BoolVar(&o.Rollout.Enabled, "rollout", true, "follow which proxies ACK or NACK each new set, from istiod's sync status (/debug/syncz)")
-	fs.StringVar(&o.Rollout.Istiod, "istiod", DefaultIstiod, "the istiod Service, NAMESPACE/NAME: each of its ready endpoints is asked on --istiod-debug-port")
+	fs.StringVar(&o.Rollout.Istiod, "istiod", DefaultIstiod, "the istiod Service, NAMESPACE/NAME: each of its endpoints, ready or not, is asked on --istiod-debug-port, and a canary phase is promoted only once every one answered")
 	fs.IntVar(&o.Rollout.DebugPort, "istiod-debug-port", rollout.DefaultDebugPort, "istiod's HTTP debug port (its --httpAddr)")
 	fs.Func("istiod-debug-url", "comma-separated istiod debug base URLs to ask instead of the Service's endpoints, e.g. http://127.0.0.1:8080 in sidecar mode", func(v string) error {
 		o.Rollout.DebugURLs = strings.Split(v, ",")
@@ -76,6 +76,21 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	fs.BoolVar(&o.Rollout.WatchPods, "rollout-watch-pods", true, "watch the running pods Istio injected (cluster-wide, labels and phase only) to report those whose proxy never connects to istiod; needs list and watch on pods")
 	fs.DurationVar(&o.Rollout.ConnectGrace, "rollout-connect-grace", rollout.ConnectGrace, "how long an injected pod's proxy may stay unconnected before the status says so")
 	fs.StringVar(&o.Rollout.RootNamespace, "mesh-root-namespace", envoyfilter.DefaultNamespace, "Istio's root namespace (meshConfig.rootNamespace): an EnvoyFilter there reaches every proxy")
+	fs.IntVar(&o.Rollout.StatsPort, "rollout-stats-port", rollout.DefaultStatsPort, "the port of each proxy pod's merged statistics (istio-agent's 15020) that a canary phase's traffic gate (rollout.analysis) reads at the pod's address; needs --rollout-watch-pods and the network to reach it; 0 turns it off")
+	fs.StringVar(&o.Rollout.StatsPath, "rollout-stats-path", rollout.DefaultStatsPath, "the path of those statistics, in Prometheus' text format")
+	fs.Func("rollout-stats-url", "POD.NAMESPACE=URL,…: where the named proxies' statistics are, instead of their pods (proxies outside Kubernetes, tests)", func(v string) error {
+		for _, kv := range strings.Split(v, ",") {
+			name, url, ok := strings.Cut(kv, "=")
+			if !ok || name == "" || url == "" {
+				return fmt.Errorf("want POD.NAMESPACE=URL, got %q", kv)
+			}
+			if o.Rollout.StatsURLs == nil {
+				o.Rollout.StatsURLs = map[string]string{}
+			}
+			o.Rollout.StatsURLs[name] = url
+		}
+		return nil
+	})
 	fs.BoolVar(&o.ServiceFacts, "service-facts", true, "look up the Services and ServiceEntries the document's items send to (a collector): refuse a name istiod never resolves as written, warn of one that is missing; needs get on services and list on serviceentries")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", facts.DefaultDomain, "istiod's domain suffix (its --domain): Services' full host names end in .svc.DOMAIN")
 	fs.StringVar(&o.Envoy, "envoy", "", "the fleet's Envoy binary (istio-proxy's, from the istio/proxyv2 image): the webhook loads the output of every edit that changes the EnvoyFilters into it in validate mode and refuses what Envoy refuses; needs --webhook-addr")

@@ -114,6 +114,9 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 	} else if r != nil {
 		writeCanary(ew, r)
 	}
+	if lg := st.LastGood; lg != nil && lg.Problem != "" {
+		ew.printf("last good copy (set %s): %s\n", orDash(lg.Hash), lg.Problem)
+	}
 	if a := st.Admission; a != nil && !a.Guarded {
 		ew.printf("admission: edits are not checked before they are saved: %s\n", a.Reason)
 	}
@@ -153,12 +156,31 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 	return ew.err
 }
 
+// MaxCanaryRows bounds the canaries status's text lists; -o json and -o
+// yaml list every one the phase judges.
+const MaxCanaryRows = 20
+
 // writeCanary writes the canary rollout: its phase, what it rolls out,
-// the canary proxies' answers and how it ended.
+// what it waits for, the traffic gate's figures, the canary proxies'
+// answers and how it ended.
 func writeCanary(ew *errWriter, r *canary.Record) {
-	ew.printf("canary rollout: %s (document %s, set %s → %s): %s to proxies labelled %s=true first; bake time %s, %s must ACK; started %s\n",
+	ew.printf("canary rollout: %s (document %s, set %s → %s): %s to proxies labelled %s=true first; bake time %s, %s must ACK with the canary copy; started %s\n",
 		r.Phase, orDash(r.Document), orDash(r.From), orDash(r.To), orDash(strings.Join(r.Items, ", ")), r.Label, r.BakeTime, r.Needed,
 		r.Started.UTC().Format(time.RFC3339))
+	if r.PhaseTimeout != "" || r.Coverage != "" {
+		ew.printf("  phase timeout %s, coverage %s", orDash(r.PhaseTimeout), orDash(r.Coverage))
+		if r.Delivered != nil {
+			ew.printf(", canary copies delivered %s", r.Delivered.UTC().Format(time.RFC3339))
+		}
+		ew.printf("\n")
+	}
+	if r.Waiting != "" {
+		what := "waiting"
+		if r.Phase == canary.Held {
+			what = "held"
+		}
+		ew.printf("  %s: %s\n", what, r.Waiting)
+	}
 	if r.Ended != nil {
 		by := ""
 		if r.By != "" {
@@ -166,19 +188,50 @@ func writeCanary(ew *errWriter, r *canary.Record) {
 		}
 		ew.printf("  %s%s %s: %s\n", r.Phase, by, r.Ended.UTC().Format(time.RFC3339), orDash(r.Message))
 	}
+	switch {
+	case r.Phase == canary.Promoted && r.Confirmed != nil:
+		ew.printf("  confirmed %s: every proxy answered for the promoted set without a NACK\n", r.Confirmed.UTC().Format(time.RFC3339))
+	case r.Phase == canary.Promoted:
+		ew.printf("  watching every proxy's answer to the promoted set: a NACK rolls it back\n")
+	}
+	if r.Warning != "" {
+		ew.printf("  warning: %s\n", r.Warning)
+	}
+	if t := r.Traffic; t != nil {
+		ew.printf("  traffic since %s: canaries %s; stable proxies %s\n  traffic: %s\n", t.Since.UTC().Format(time.RFC3339),
+			figuresText(t.Canary), figuresText(t.Stable), t.Verdict)
+	}
 	if r.Phase == canary.InCanary {
 		ew.printf("  promote now: globalconfig rollout promote; roll back: globalconfig rollout abort\n")
 	}
 	if len(r.Canaries) == 0 {
-		ew.printf("  no canary proxy has answered\n")
+		if r.Phase != canary.Held {
+			ew.printf("  no canary proxy has answered\n")
+		}
 		return
 	}
 	tw := tabwriter.NewWriter(ew, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "  CANARY\tSTATE\tMESSAGE")
-	for _, a := range r.Canaries {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", a.Name, a.State, orDash(truncate(a.Message, MaxTableMessage)))
+	fmt.Fprintln(tw, "  CANARY\tSTATE\tRECEIVED\tMESSAGE")
+	for i, a := range r.Canaries {
+		if i == MaxCanaryRows {
+			break
+		}
+		received := "no"
+		if a.Received {
+			received = "yes"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", a.Name, a.State, received, orDash(truncate(a.Message, MaxTableMessage)))
 	}
 	_ = tw.Flush()
+	if n := len(r.Canaries) - MaxCanaryRows; n > 0 {
+		ew.printf("  … and %d more canaries, every one judged (globalconfig status -o json lists them)\n", n)
+	}
+}
+
+// figuresText is one group's traffic figures in a line.
+func figuresText(f canary.Figures) string {
+	return fmt.Sprintf("%.0f requests (%d of %d proxies read), %.0f 5xx, %.0f local replies, %.0f connection failures",
+		f.Requests, f.Read, f.Proxies, f.Server5xx, f.LocalReplies, f.ConnectFailures)
 }
 
 // writeDirect writes a Direct rollout the proxies refused: what it rolled
@@ -230,6 +283,9 @@ func writeRollout(ew *errWriter, st *status.Status) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, orDash(p.Type), orDash(p.IstioVersion), orDash(p.Istiod), p.State, orDash(truncate(p.Message, MaxTableMessage)))
 		}
 		_ = tw.Flush()
+	}
+	if r.CanariesUnlisted > 0 {
+		ew.printf("… the status lists %d canaries and leaves %d out; the canary record judges every one\n", len(r.Canaries), r.CanariesUnlisted)
 	}
 	if r.Unlisted > 0 {
 		noun := "proxies"

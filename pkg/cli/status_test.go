@@ -165,12 +165,12 @@ func TestStatusRolloutNotTracked(t *testing.T) {
 func TestStatusOtherVersion(t *testing.T) {
 	c := newCluster(t, liveDoc)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "global-config-status", Namespace: "istio-system"},
-		Data: map[string]string{status.Key: `{"version": 3, "state": "Applied"}`}}
+		Data: map[string]string{status.Key: `{"version": 4, "state": "Applied"}`}}
 	if _, err := c.kube.CoreV1().ConfigMaps("istio-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs := runIn(t, c, "status", "-o", "json")
-	if code != cli.ExitNoStatus || out != "" || !strings.Contains(errs, "version 3, this globalconfig reads versions 1 to 2") {
+	if code != cli.ExitNoStatus || out != "" || !strings.Contains(errs, "version 4, this globalconfig reads versions 1 to 3") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

@@ -9,6 +9,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
@@ -65,9 +67,21 @@ type Config struct {
 	// RootNamespace is Istio's root namespace: an EnvoyFilter there
 	// reaches every proxy.
 	RootNamespace string
-	// Now is the controller's clock (time.Now when nil): the bake time of
-	// a canary phase is measured on it alone.
+	// Now is the controller's clock (time.Now when nil): a canary phase's
+	// bake time and timeout are measured on it, against the times its
+	// record holds.
 	Now func() time.Time
+	// Leading, when set, says whether this replica still holds the lease;
+	// no write goes out when it does not (the status and the last good
+	// copy are also fenced by their resourceVersions).
+	Leading func() bool
+	// Live, with the sink "mcp", is the set the MCP server serves: where
+	// a lost stable set is rebuilt from.
+	Live func() []*envoyfilter.Object
+	// Traffic, when set, reads the proxies' statistics for a canary
+	// phase's traffic gate (rollout.analysis). Set its OnChange to the
+	// controller's Enqueue.
+	Traffic *rollout.TrafficGate
 }
 
 // The sinks Config.Sink names.
@@ -214,12 +228,18 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 		q.Forget(key)
 	case ctx.Err() != nil:
 		// The term ended mid-sync; the next leader converges.
-	case isPermanent(err):
+	case errors.Is(err, errNotLeading):
+		c.log.Warn("sync stopped: this replica no longer leads")
+		q.Forget(key)
+	case isPermanent(err) && !c.inPhase():
 		// Retrying can't help until something changes, and a change
 		// enqueues anyway; the resync retries eventually.
 		c.log.Error("sync failed; not retrying until the next change", "err", c.scrub(err.Error()))
 		q.Forget(key)
 	default:
+		// Transient, or refused during a canary phase (a quota, a policy
+		// engine): a phase never stays half-applied, so its writes are
+		// retried whatever the API server said.
 		c.log.Warn("sync failed; retrying with backoff", "err", c.scrub(err.Error()), "retries", q.NumRequeues(key))
 		q.AddRateLimited(key)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/globalconfig/globalconfig/pkg/canary"
@@ -340,10 +341,16 @@ func TestDirectTakenWritesAsBefore(t *testing.T) {
 	f.mustSync()
 	writes := map[string]int{}
 	for _, a := range f.kube.Actions() {
-		if p, ok := a.(k8stesting.PatchAction); ok {
-			writes[p.GetName()]++
+		switch w := a.(type) {
+		case k8stesting.PatchAction:
+			writes[w.GetName()]++
+		case k8stesting.UpdateAction:
+			writes[w.GetObject().(metav1.Object).GetName()]++
+		case k8stesting.CreateAction:
+			writes[w.GetObject().(metav1.Object).GetName()]++
 		}
 	}
+	delete(writes, testName) // the edit itself
 	// The status: once for the edit, once when the answers came in.
 	if writes[LastGoodName(testName)] != 1 || writes[status.ConfigMapName(testName)] != 2 || len(writes) != 2 {
 		t.Errorf("configmap writes %v", writes)

@@ -75,12 +75,25 @@ func (c *Controller) statusOf(d decide.Decision) *status.Status {
 	}
 	if r := c.st.canary.record; r != nil {
 		st.Canary = r
-		switch d.Source {
-		case decide.Canary:
+		switch {
+		case d.Valid() && d.Rollout != nil && d.Rollout.Hold:
+			st.State = status.Held
+			st.Message = "the change is held: " + d.Rollout.Why
+		case d.Source == decide.Held:
+			st.State = status.Held
+			st.Message = fmt.Sprintf("the change (%s) is held, every proxy keeps the set before it: %s", strings.Join(r.Items, ", "), r.Waiting)
+		case d.Source == decide.Canary:
 			st.State = status.Canary
-			st.Message = fmt.Sprintf("the change (%s) reaches the proxies labelled %s=true only, until the bake time %s is over",
-				strings.Join(r.Items, ", "), r.Label, r.BakeTime)
-		case decide.RolledBack:
+			st.Message = fmt.Sprintf("the change (%s) reaches the proxies labelled %s=true only, until the bake time %s is over and %s of them ACKed with the canary copy",
+				strings.Join(r.Items, ", "), r.Label, r.BakeTime, r.Needed)
+			if r.Waiting != "" {
+				st.Message += "; waiting: " + r.Waiting
+			}
+		case d.Source == decide.Document && !r.Direct() && r.Phase == canary.Promoted && r.Confirmed == nil && r.Of(d.Document):
+			if r.Waiting != "" {
+				st.Message = r.Waiting
+			}
+		case d.Source == decide.RolledBack:
 			st.State = status.RolledBack
 			st.Message = "the change was rolled back on every proxy; the document is rejected until it changes"
 			if r.Direct() {
@@ -88,7 +101,14 @@ func (c *Controller) statusOf(d decide.Decision) *status.Status {
 			}
 			st.Errors = []status.Problem{{Message: c.scrub("rolled back: " + r.Message)}}
 		}
+	} else if d.Valid() && d.Rollout != nil && d.Rollout.Hold {
+		st.State = status.Held
+		st.Message = "the change is held: " + d.Rollout.Why
 	}
+	if c.st.halfApplied != "" {
+		st.Message = strings.TrimPrefix(st.Message+"; "+c.st.halfApplied+" (retrying)", "; ")
+	}
+	st.LastGood = c.lastGoodStatus()
 	if a := c.st.applied; a != nil {
 		st.Applied = c.appliedSet(a)
 	} else if prev := c.st.status; prev != nil {
@@ -140,8 +160,16 @@ func (c *Controller) appliedSet(a *decide.Decision) *status.AppliedSet {
 	for _, o := range a.Set {
 		set.EnvoyFilters = append(set.EnvoyFilters, status.EnvoyFilter{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, Item: o.Item()})
 	}
+	if label := canary.PairedLabel(a.Set); label != "" {
+		if stable, _, _, err := canary.Unpair(a.Set, label); err == nil {
+			set.Stable, set.PairedBy = render.SetHash(stable), label
+		}
+	}
 	if prev := c.st.status; prev != nil && prev.Applied != nil && prev.Applied.Hash == set.Hash {
 		set.Time, set.Change = prev.Applied.Time, prev.Applied.Change
+		if set.Stable == "" {
+			set.Stable, set.PairedBy = prev.Applied.Stable, prev.Applied.PairedBy
+		}
 		return set
 	}
 	set.Time = time.Now().UTC()
@@ -213,11 +241,13 @@ func (c *Controller) readStatus(ctx context.Context) error {
 		return nil
 	}
 	cm, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, status.ConfigMapName(c.cfg.Name), metav1.GetOptions{})
+	c.st.statusRV, c.st.statusExists = "", false
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("read status configmap: %w", err)
 	default:
+		c.st.statusRV, c.st.statusExists = cm.ResourceVersion, true
 		st, err := status.Read(cm.Data)
 		if err != nil {
 			c.log.Info("the status will be rewritten", "reason", err.Error())
@@ -238,13 +268,39 @@ func (c *Controller) writeStatus(ctx context.Context, st *status.Status) error {
 	if text == c.st.statusText {
 		return nil
 	}
-	cm := applycorev1.ConfigMap(status.ConfigMapName(c.cfg.Name), c.cfg.Namespace).
-		WithLabels(map[string]string{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}).
-		WithData(map[string]string{status.Key: text})
-	if _, err := c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: c.cfg.FieldManager, Force: true}); err != nil {
+	if err := c.fenced(); err != nil {
+		return err
+	}
+	// The write holds only on the status as this term read or wrote it
+	// (a server-side apply carrying its resourceVersion): a replica that
+	// lost its lease can't overwrite the new leader's.
+	written, err := c.applyConfigMap(ctx, status.ConfigMapName(c.cfg.Name), c.st.statusRV, nil, map[string]string{status.Key: text})
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Written by another since: read it again before the next write.
+			c.st.statusRead = false
+		}
 		return fmt.Errorf("write status configmap: %w", err)
 	}
 	c.metrics.APIWrites.WithLabelValues("apply", "configmaps").Inc()
-	c.st.status, c.st.statusText = st, text
+	c.st.status, c.st.statusText, c.st.statusRV, c.st.statusExists = st, text, written.ResourceVersion, true
 	return nil
+}
+
+// applyConfigMap server-side applies one of the controller's ConfigMaps
+// (the status, the last good copy) with data and annotations, holding on
+// rv: the API server refuses it (Conflict) when the object's
+// resourceVersion is no longer rv. An empty rv applies unconditionally
+// (the object is not there yet).
+func (c *Controller) applyConfigMap(ctx context.Context, name, rv string, annotations, data map[string]string) (*corev1.ConfigMap, error) {
+	apply := applycorev1.ConfigMap(name, c.cfg.Namespace).
+		WithLabels(map[string]string{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}).
+		WithData(data)
+	if annotations != nil {
+		apply = apply.WithAnnotations(annotations)
+	}
+	if rv != "" {
+		apply = apply.WithResourceVersion(rv)
+	}
+	return c.kube.CoreV1().ConfigMaps(c.cfg.Namespace).Apply(ctx, apply, metav1.ApplyOptions{FieldManager: c.cfg.FieldManager, Force: true})
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
@@ -36,8 +37,9 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 	}
 	hash := st.Applied.Hash
 	if hash != t.Version() {
+		label := c.canaryLabel()
 		t.Track(rollout.Generation{Version: hash, Since: st.Applied.Time, Scope: rollout.ScopeOf(c.st.applied.Set, c.cfg.RootNamespace),
-			Contents: rollout.ContentsOf(c.st.applied.Set), Label: c.canaryLabel()})
+			Contents: rollout.ContentsOf(c.st.applied.Set), Label: label, Markers: label != "" && c.st.applied.Source == decide.Canary})
 	}
 	r := t.Status()
 	if r == nil || r.Version != hash {
@@ -57,6 +59,14 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 // scrubbed is a copy of st with every message scrubbed.
 func scrubbed(st *rollout.Status, scrub func(string) string) *rollout.Status {
 	out := *st
+	// Every canary is judged; the status lists at most MaxListed.
+	if n := len(out.Canaries); n > rollout.MaxListed {
+		out.Canaries, out.CanariesUnlisted = out.Canaries[:rollout.MaxListed], n-rollout.MaxListed
+	}
+	out.Canaries = slices.Clone(out.Canaries)
+	for i := range out.Canaries {
+		out.Canaries[i].Message = scrub(out.Canaries[i].Message)
+	}
 	out.Proxies = slices.Clone(st.Proxies)
 	for i := range out.Proxies {
 		out.Proxies[i].Message = scrub(out.Proxies[i].Message)

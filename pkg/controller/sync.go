@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
@@ -16,6 +18,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/plan"
+	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
@@ -31,10 +34,14 @@ type state struct {
 	// status is the status last written (or read), and statusText its
 	// JSON; a status with the same JSON is not written again. status is
 	// nil when none was read or written yet; statusRead is set once the
-	// term looked.
-	status     *status.Status
-	statusText string
-	statusRead bool
+	// term looked. statusRV is the status ConfigMap's resourceVersion as
+	// read or written ("" when there is none): every write carries it, so
+	// a replica that lost its lease can't overwrite the new leader's.
+	status       *status.Status
+	statusText   string
+	statusRead   bool
+	statusRV     string
+	statusExists bool
 	// admissionWarned is the reason of the last AdmissionNotGuarding
 	// Event, "" while admission guards the ConfigMap.
 	admissionWarned string
@@ -51,10 +58,21 @@ type state struct {
 	rollout rolloutSeen
 	// lastGoodRead is set once the term read the stored last good
 	// document, and lastGood is its data (nil for none); lastGoodHash is
-	// the set hash of the stored one.
-	lastGoodRead bool
-	lastGood     map[string]string
-	lastGoodHash string
+	// the set hash it was stored for, lastGoodRV its resourceVersion, and
+	// lastGoodProblem what is wrong with it ("" when nothing is).
+	lastGoodRead    bool
+	lastGood        map[string]string
+	lastGoodHash    string
+	lastGoodRV      string
+	lastGoodProblem string
+	// halfApplied says the last delivery failed part-way through a
+	// canary phase's transition: what it wrote and what failed.
+	// phaseFailed says the last delivery of a canary rollout's set failed:
+	// it is retried whatever the API server said.
+	halfApplied string
+	phaseFailed bool
+	// fence says the writes of this delivery are fenced by the status.
+	fence bool
 	// canary is the rollout's state (canary.go).
 	canary canaryState
 }
@@ -106,12 +124,31 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	}
 	// An invalid document with nothing to keep delivers nothing: the live
 	// EnvoyFilters are the last good state.
-	writes, err := decide.Deliver(ctx, c.sink, d)
+	writes, err := c.deliver(ctx, d)
+	c.st.phaseFailed = err != nil && d.Rollout != nil && d.Policy.Enabled()
 	switch {
 	case err != nil:
+		if len(writes) > 0 && d.Rollout != nil && d.Policy.Enabled() {
+			// Some objects of the transition were written, others not:
+			// each proxy still holds one version of every item (a pair
+			// changes one copy per item), but the phase is half-applied
+			// until the rest is written. Retried with backoff.
+			c.st.halfApplied = fmt.Sprintf("the transition to set %s is half-applied: %s; then %v", render.SetHash(d.Set), strings.Join(writes, "; "), err)
+			c.event(cm, corev1.EventTypeWarning, "HalfApplied", "%s; retrying", c.st.halfApplied)
+		}
 	case d.Source == decide.Document || d.Source == decide.LastGood || d.Source == decide.Pruned ||
-		d.Source == decide.Canary || d.Source == decide.RolledBack:
+		d.Source == decide.Canary || d.Source == decide.RolledBack || d.Source == decide.Held:
+		if c.st.halfApplied != "" {
+			c.event(cm, corev1.EventTypeNormal, "Completed", "the transition to set %s is complete: %s", render.SetHash(d.Set), strings.Join(writes, "; "))
+			c.st.halfApplied = ""
+		} else if c.st.applied == nil && len(writes) > 0 && d.Rollout != nil && d.Policy.Enabled() && c.inPhase() {
+			// The term's first delivery found the phase's EnvoyFilters
+			// half-written (a leader that stopped mid-transition).
+			c.event(cm, corev1.EventTypeWarning, "HalfApplied", "found the canary phase's EnvoyFilters half-applied at the start of this leadership term, and completed them: %s", strings.Join(writes, "; "))
+		}
 		c.st.applied = &d
+		c.afterStep(cm, d)
+	case d.Rollout != nil && d.Rollout.Hold:
 		c.afterStep(cm, d)
 	}
 	if len(writes) > 0 && result != "invalid" {
@@ -124,13 +161,52 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 		return rerr
 	}
 	// After the status: the copy is for the next start. During a canary
-	// phase the copy stays the stable document: it is what a restart rolls
-	// back to.
+	// phase, and until its promotion is confirmed, the copy stays the
+	// stable document: it is what a restart rolls back to. A copy that
+	// can't be written is an error, retried, and the status says so.
 	if d.Source == decide.Document && (d.Rollout == nil || d.Rollout.Promote) {
-		if err := c.storeLastGood(ctx, cm, d.Set); err != nil {
-			c.log.Warn("last good document not stored", "err", c.scrub(err.Error()))
+		if err := c.storeLastGood(ctx, cm, d.Candidate); err != nil {
+			if !errors.Is(err, errNotLeading) {
+				c.event(cm, corev1.EventTypeWarning, "LastGoodNotStored", "the last good copy %s could not be written, so a roll back would restore an older set: %v", LastGoodName(c.cfg.Name), err)
+			}
+			return err
 		}
 	}
+	return nil
+}
+
+// deliver hands d to the sink, unless this replica no longer leads. Under
+// a canary rollout the first write is fenced by the status: an update of the status ConfigMap with the content and the
+// resourceVersion this term last read or wrote, which changes nothing but
+// is refused (Conflict) once another replica wrote the status since. A
+// replica that lost its lease mid-sync so touches no proxy.
+func (c *Controller) deliver(ctx context.Context, d decide.Decision) ([]string, error) {
+	if !d.Deliver() {
+		return nil, nil
+	}
+	if err := c.fenced(); err != nil {
+		return nil, err
+	}
+	// A canary rollout's writes are fenced by the status (converge).
+	c.st.fence = d.Rollout != nil && d.Policy.Enabled()
+	return decide.Deliver(ctx, c.sink, d)
+}
+
+// fenceStatus checks, by a write that changes nothing, that the status is
+// still what this term last read or wrote.
+func (c *Controller) fenceStatus(ctx context.Context) error {
+	if !c.st.statusExists || c.st.statusText == "" {
+		return nil
+	}
+	written, err := c.applyConfigMap(ctx, status.ConfigMapName(c.cfg.Name), c.st.statusRV, nil, map[string]string{status.Key: c.st.statusText})
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			c.st.statusRead = false
+			return fmt.Errorf("the status was written by another replica since this one read it, so this one no longer leads: %w", err)
+		}
+		return fmt.Errorf("fence on the status configmap: %w", err)
+	}
+	c.st.statusRV = written.ResourceVersion
 	return nil
 }
 
@@ -206,10 +282,27 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		}
 	}
 	var writes []string
-	for _, w := range plan.Writes(desired, live) {
+	planned := plan.Writes(desired, live)
+	if len(planned) > 0 && c.st.fence {
+		if err := c.fenceStatus(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range planned {
 		switch w.Action {
 		case plan.Create, plan.Update:
-			body, err := json.Marshal(w.Desired)
+			if err := c.fenced(); err != nil {
+				return writes, err
+			}
+			var body []byte
+			var err error
+			if w.Live != nil && w.Live.ResourceVersion != "" {
+				// The update holds only on the object as this replica saw
+				// it: a write of another (a new leader) fences this one.
+				body, err = json.Marshal(withResourceVersion{Object: w.Desired, Metadata: versioned{w.Desired.Metadata, w.Live.ResourceVersion}})
+			} else {
+				body, err = json.Marshal(w.Desired)
+			}
 			if err != nil {
 				return writes, fmt.Errorf("encode envoyfilter %s: %w", w.Key, err)
 			}
@@ -226,9 +319,15 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 				c.created[w.Key] = applied
 			}
 		case plan.Delete:
-			uid := w.Live.UID
-			err := c.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Delete(ctx, w.Name(),
-				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err := c.fenced(); err != nil {
+				return writes, err
+			}
+			uid, rv := w.Live.UID, w.Live.ResourceVersion
+			pre := &metav1.Preconditions{UID: &uid}
+			if rv != "" {
+				pre.ResourceVersion = &rv
+			}
+			err := c.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Delete(ctx, w.Name(), metav1.DeleteOptions{Preconditions: pre})
 			switch {
 			case apierrors.IsNotFound(err):
 				// Gone already: deleted by us a moment ago (the cache
@@ -243,6 +342,18 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		writes = append(writes, w.Action.Past()+" "+w.Key)
 	}
 	return writes, nil
+}
+
+// withResourceVersion is an EnvoyFilter's apply body with the
+// resourceVersion it must still have.
+type withResourceVersion struct {
+	*envoyfilter.Object
+	Metadata versioned `json:"metadata"`
+}
+
+type versioned struct {
+	envoyfilter.Metadata
+	ResourceVersion string `json:"resourceVersion"`
 }
 
 // olderThan reports whether the cache's resourceVersion cache is older than

@@ -62,6 +62,7 @@ type fixture struct {
 func newFixture(t *testing.T, cfg Config) *fixture {
 	c := fakekube.New()
 	f := &fixture{Cluster: c, t: t, ctx: context.Background(), kube: c.Kube, istio: c.Istio, recorder: record.NewFakeRecorder(100)}
+	versionedConfigMaps(c.Kube, &c.Version)
 	cfg.Namespace, cfg.Name, cfg.FieldManager = testNS, testName, "globalconfig"
 	if cfg.Admission == nil {
 		// A controller serving its webhook, which guards the ConfigMap.

@@ -39,8 +39,12 @@ const (
 	// nothing yet (Input.Fresh): an empty set, so istiod can start.
 	Empty Source = "empty"
 	// Canary: the document is valid and its policy asks for canaries;
-	// the set is the canary phase's (canary.Split).
+	// the set is the canary phase's (canary.Pair of the stable set and the
+	// document's).
 	Canary Source = "canary"
+	// Held: the document is valid, its policy asks for canaries, and its
+	// phase can't start yet: the set is the stable one, paired.
+	Held Source = "held"
 	// RolledBack: the document is valid, but its change was rolled back
 	// (canary or Direct); the set is the one before it.
 	RolledBack Source = "rolledBack"
@@ -84,10 +88,11 @@ type Input struct {
 // the document.
 type Rollout struct {
 	canary.Input
-	// LoadStable, when Stable is nil, reads the stable set (nil for none).
-	// It is asked only when the step may need it: the document's policy
-	// asks for canaries, a rollout record is at hand, or the proxies'
-	// answers are tracked (a Direct change may be rolled back to it).
+	// LoadStable, when Stable is nil, reads the stable set of a Direct
+	// rollout (nil for none). It is asked only when the step may need it:
+	// a rollout record is at hand, or the proxies' answers are tracked (a
+	// Direct change may be rolled back to it). A canary rollout asks
+	// Resolve for the very set it needs instead.
 	LoadStable func() (*canary.Set, error)
 }
 
@@ -111,8 +116,10 @@ type Decision struct {
 	Candidate []*envoyfilter.Object
 	Document  string
 	// Rollout is the canary step's result for a valid document, when
-	// Input.Rollout asked for one.
+	// Input.Rollout asked for one; Policy is the valid document's rollout
+	// policy.
 	Rollout *canary.Output
+	Policy  canary.Policy
 }
 
 // Deliver reports whether the decision asks the sinks for a set (maybe
@@ -148,7 +155,7 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 			before = in.Applied.Keys
 		}
 		d := Decision{Source: Document, Set: res.Objects, Keys: res.Keys, Diff: render.Compare(before, res.Keys),
-			Warnings: res.Warnings, Secrets: res.Secrets, Candidate: res.Objects, Document: DocumentHash(in.Data)}
+			Warnings: res.Warnings, Secrets: res.Secrets, Candidate: res.Objects, Document: DocumentHash(in.Data), Policy: res.Rollout}
 		if in.Rollout != nil {
 			return step(d, res.Rollout, in.Rollout, in.Fresh)
 		}
@@ -167,7 +174,7 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 func step(d Decision, policy canary.Policy, ro *Rollout, fresh bool) (Decision, error) {
 	in := ro.Input
 	in.Policy, in.Document, in.Candidate = policy, d.Document, canary.Set{Objects: d.Candidate, Hash: render.SetHash(d.Candidate)}
-	if in.Stable == nil && ro.LoadStable != nil && (policy.Enabled() || in.Record != nil || in.Tracking) {
+	if in.Stable == nil && ro.LoadStable != nil && !policy.Enabled() && (in.Record != nil || in.Tracking) {
 		stable, err := ro.LoadStable()
 		if err != nil {
 			return Decision{}, err
@@ -180,12 +187,17 @@ func step(d Decision, policy canary.Policy, ro *Rollout, fresh bool) (Decision, 
 	}
 	d.Rollout = &out
 	switch {
-	case out.Hold && fresh && in.Stable != nil:
+	case out.Hold && fresh && in.Stable != nil && !policy.Enabled():
+		// A Direct roll back whose last good copy lags: a fresh sink has
+		// nothing to keep. Under a canary policy a set that is not
+		// verified is never served: the sink holds nothing.
 		d.Source, d.Set = LastGood, in.Stable.Objects
 	case out.Hold:
 		d.Source, d.Set = None, nil
 	case out.Record != nil && out.Record.Phase == canary.InCanary:
 		d.Source, d.Set = Canary, out.Deliver
+	case out.Record != nil && out.Record.Phase == canary.Held:
+		d.Source, d.Set = Held, out.Deliver
 	case out.Record != nil && out.Record.Phase == canary.RolledBack:
 		d.Source, d.Set = RolledBack, out.Deliver
 	default:

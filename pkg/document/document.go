@@ -287,8 +287,30 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 	if d.unvalidated {
 		return
 	}
+	d.checkCanaryLabel(doc)
 	d.checkShared(doc.Sections)
 	doc.FactWarnings = d.checkFacts(doc.Sections)
+}
+
+// checkCanaryLabel refuses, under a canary rollout, a target selector
+// that names the canary label: the rollout adds that label to every
+// EnvoyFilter's selector itself (true on the canaries' copy, false on the
+// others'), so such an item could never be split between them.
+func (d *decoder) checkCanaryLabel(doc *Document) {
+	if !doc.Rollout.Enabled() {
+		return
+	}
+	label := doc.Rollout.Label()
+	msg := "names the canary label " + label + " (rollout.canaryLabel): a canary rollout selects on it itself, true on the canaries and false on the other proxies, so an item that selects on it can't be rolled out; select on other labels"
+	if _, ok := doc.Target.Selector[label]; ok {
+		d.addValidation("", &fielderr.Error{Path: fielderr.Key(TargetKey+".selector", label), Msg: msg})
+	}
+	for _, s := range doc.Sections {
+		if _, ok := s.Target.Selector[label]; !ok || reflect.DeepEqual(s.Target.Selector, doc.Target.Selector) {
+			continue // none, or the document's, refused above
+		}
+		d.addValidation("", &fielderr.Error{Path: fielderr.Key(s.Name+"."+TargetKey+".selector", label), Msg: msg})
+	}
 }
 
 // checkFacts asks the Facts about every service the enabled, valid

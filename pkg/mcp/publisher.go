@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,17 @@ type Publisher struct {
 	// published: a service the set's patches call gets its configuration
 	// first (pkg/rlsconfig).
 	BeforeDeliver func(set []*envoyfilter.Object)
+	// Grace is how long past its phase timeout an in-canary record is
+	// still followed (canary.DefaultGrace when 0): a record that old was
+	// left by a controller that no longer decides, and the set before the
+	// change is served instead.
+	Grace time.Duration
+	// Now is the publisher's clock (time.Now when nil).
+	Now func() time.Time
+	// Pairing, when set, reads how the elected controller's set is paired
+	// (the status's applied.pairedBy; ok false when there is no status):
+	// a document with no record yet is served paired the same way.
+	Pairing func(context.Context) (label string, ok bool)
 
 	renderer *render.Renderer
 	metrics  *Metrics
@@ -54,6 +66,9 @@ type Publisher struct {
 	mu      sync.Mutex
 	secrets []string
 	nack    string
+
+	// served is the set last published, for Served.
+	served atomic.Pointer[[]*envoyfilter.Object]
 
 	// touched only by Run's goroutine
 	published     bool
@@ -152,6 +167,11 @@ func (p *Publisher) Sync() {
 	if err != nil {
 		p.Log.Error("mcp: read the last good document", "err", err)
 	}
+	if r := d.Rollout; r != nil && r.Distrusted != "" {
+		p.Log.Warn("mcp: not following the elected controller's canary phase", "reason", r.Distrusted)
+	} else if r != nil && r.Hold && r.Why != "" {
+		p.Log.Info("mcp: holding what it serves", "reason", r.Why)
+	}
 	p.mu.Lock()
 	p.secrets = d.Secrets
 	p.mu.Unlock()
@@ -192,7 +212,44 @@ func (p *Publisher) follow(ctx context.Context) (*decide.Rollout, error) {
 			p.stable = &canary.Set{Objects: res.Objects, Hash: render.SetHash(res.Objects)}
 		}
 	}
-	return &decide.Rollout{Input: canary.Input{Follow: true, Stable: p.stable, Record: rec}}, nil
+	in := canary.Input{Follow: true, Stable: p.stable, Record: rec, Now: p.now(), Grace: p.Grace, Resolve: p.resolve}
+	if p.applied != nil {
+		in.PairedBy = canary.PairedLabel(p.applied.Set)
+	}
+	if p.Pairing != nil {
+		in.LeaderPairing, in.LeaderKnown = p.Pairing(ctx)
+	}
+	return &decide.Rollout{Input: in}, nil
+}
+
+func (p *Publisher) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+// resolve finds the set of hash a followed rollout needs when the last
+// good copy is not it: in what this server serves (a paired set's stable
+// or canary copies), exactly, or nowhere.
+func (p *Publisher) resolve(hash, label string) (*canary.Set, string) {
+	why := fmt.Sprintf("the last good copy is not set %s", hash)
+	if p.stable == nil {
+		why = "no last good copy renders here"
+	}
+	if p.applied == nil {
+		return nil, why + ", and this server serves nothing yet"
+	}
+	stable, cand, _, err := canary.Unpair(p.applied.Set, label)
+	if err != nil {
+		return nil, why + ": " + err.Error()
+	}
+	for _, half := range [][]*envoyfilter.Object{stable, cand} {
+		if s := (&canary.Set{Objects: half, Hash: canary.SetHash(half)}); s.Hash == hash {
+			return s, ""
+		}
+	}
+	return nil, why + ", and this server serves neither"
 }
 
 // serverSink is the MCP sink: it serves the set to every istiod.
@@ -209,7 +266,16 @@ func (s serverSink) Deliver(_ context.Context, objs []*envoyfilter.Object) ([]st
 	}
 	p.metrics.Publishes.Inc()
 	p.published, p.publishedHash = true, hash
+	p.served.Store(&objs)
 	return []string{fmt.Sprintf("served %d EnvoyFilters as set %s", len(objs), hash)}, nil
+}
+
+// Served is the set the server serves now (nil before it served one).
+func (p *Publisher) Served() []*envoyfilter.Object {
+	if s := p.served.Load(); s != nil {
+		return *s
+	}
+	return nil
 }
 
 // LastNack is istiod's last rejection of an EnvoyFilter push, scrubbed of

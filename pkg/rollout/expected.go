@@ -17,6 +17,10 @@ type Expected struct {
 	Kind string
 	// Since is when the pod started (the API server's clock).
 	Since time.Time
+	// Labels are the pod's labels now: istiod selects by them.
+	Labels map[string]string
+	// IP is the pod's address (its statistics are read there).
+	IP string
 }
 
 // ExpectedSource lists the proxies that should be connected; ok is false
@@ -57,7 +61,7 @@ func ExpectedFromPods(pods []*corev1.Pod) []Expected {
 		case p.Labels[LabelGatewayName] != "", slices.Contains(strings.Split(p.Annotations[AnnotationTemplates], ","), "gateway"):
 			kind = "gateway"
 		}
-		out = append(out, Expected{Name: p.Name + "." + p.Namespace, Kind: kind, Since: p.Status.StartTime.UTC()})
+		out = append(out, Expected{Name: p.Name + "." + p.Namespace, Kind: kind, Since: p.Status.StartTime.UTC(), Labels: p.Labels, IP: p.Status.PodIP})
 	}
 	return out
 }

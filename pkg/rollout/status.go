@@ -14,6 +14,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -67,10 +68,13 @@ type Status struct {
 	Proxies  []Proxy `json:"proxies,omitempty"`
 	Unlisted int     `json:"unlisted,omitempty"`
 	// Canaries are the proxies labelled as canaries, and Unlabelled the
-	// names of the proxies without the canary label, while a canary set
-	// is tracked (Generation.Label); at most MaxListed each.
-	Canaries   []Proxy  `json:"canaries,omitempty"`
-	Unlabelled []string `json:"unlabelled,omitempty"`
+	// names of the proxies without the canary label, while a paired set
+	// is tracked (Generation.Label); the tracker keeps every canary, the
+	// status lists at most MaxListed of each (CanariesUnlisted counts the
+	// rest).
+	Canaries         []Proxy  `json:"canaries,omitempty"`
+	CanariesUnlisted int      `json:"canariesUnlisted,omitempty"`
+	Unlabelled       []string `json:"unlabelled,omitempty"`
 	// Silent are proxies the set reaches that were connected earlier and
 	// that no istiod reports now, with when they were last seen; listed
 	// for SilentMemory, at most MaxListed.
@@ -79,6 +83,36 @@ type Status struct {
 	// that no istiod has reported since this controller started
 	// (Tracker.Expected), listed after ConnectGrace, at most MaxListed.
 	Unconnected []Unconnected `json:"unconnected,omitempty"`
+
+	// index is every proxy the set reaches, by name (Lookup).
+	index map[string]Proxy
+}
+
+// Stable are the names of the proxies on the stable track (labelled
+// false) that answered for the set, sorted.
+func (s *Status) Stable() []string {
+	var out []string
+	for name, p := range s.index {
+		if p.Track == TrackStable && p.State == Synced {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Lookup is the proxy named name that the set reaches, listed or not.
+func (s *Status) Lookup(name string) (Proxy, bool) {
+	if s.index != nil {
+		p, ok := s.index[name]
+		return p, ok
+	}
+	for _, p := range s.Proxies {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Proxy{}, false
 }
 
 // Unconnected is a proxy that should be connected and never was.
@@ -133,8 +167,16 @@ type Proxy struct {
 	Message string `json:"message,omitempty"`
 	// Sent is when istiod last sent the proxy listeners.
 	Sent *time.Time `json:"sent,omitempty"`
-	// Track is the proxy's canary label, while a canary set is tracked.
+	// Track is the proxy's canary label, while a paired set is tracked.
 	Track Track `json:"track,omitempty"`
+	// Labels are the labels its track was read from (its pod's, else
+	// those it connected with), and Markers the canary copies istiod's
+	// configuration for it holds (Generation.Markers): kept in memory for
+	// the controller's judgement, never written.
+	Labels  map[string]string `json:"-"`
+	Markers map[string]string `json:"-"`
+	// conn is its connection ID, acked the listeners' nonce it ACKed.
+	conn, acked string
 }
 
 // Count returns the count of state s.

@@ -1,8 +1,11 @@
 package rollout
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -40,8 +43,13 @@ type Generation struct {
 	// (ContentsOf): what an istiod holds once it has loaded the set.
 	Contents map[string]string
 	// Label, when set, is the canary label: every proxy is sorted by it
-	// (Proxy.Track), with its labels read from istiod's /debug/adsz.
+	// (Proxy.Track), with its labels read from its pod (Expected), else
+	// from istiod's /debug/adsz.
 	Label string
+	// Markers, with Label, has the tracker read istiod's configuration
+	// for every Synced canary (/debug/config_dump), for the canary copies
+	// it holds (canary.MarkerKey): Proxy.Markers.
+	Markers bool
 }
 
 // ContentsOf is the Contents of the set objs.
@@ -139,6 +147,10 @@ type Tracker struct {
 	// missing are the expected proxies no istiod reported, by name, with
 	// when this process first found them so (its clock).
 	missing map[string]time.Time
+	// markers are, for the generation tracked, the canary markers read
+	// from istiod's configuration for a Synced canary, by connection ID:
+	// read once per connection and generation.
+	markers map[string]map[string]string
 }
 
 // ConnectGrace is how long an expected proxy may stay unconnected, on the
@@ -190,6 +202,7 @@ func (t *Tracker) Track(g Generation) {
 	t.status = nil
 	t.trackedAt = t.now()
 	t.marks = map[string]mark{}
+	t.markers = map[string]map[string]string{}
 	t.mu.Unlock()
 	select {
 	case t.kick <- struct{}{}:
@@ -278,40 +291,131 @@ type Fleet struct {
 
 // Fleet asks every istiod which connected proxies scope reaches carry the
 // canary label label as "true", and which carry it as neither "true" nor
-// "false". The error is the first istiod's that did not answer.
+// "false". The error names every istiod that did not answer.
 func (t *Tracker) Fleet(ctx context.Context, label string, scope Scope) (Fleet, error) {
-	eps, err := t.Source.Endpoints()
-	if err != nil {
-		return Fleet{}, err
-	}
+	all, err := t.Proxies(ctx)
 	var f Fleet
-	for _, ep := range eps {
-		// The sync status says what each proxy is; adsz its labels.
-		synced, err := t.Client.Syncz(ctx, ep)
-		if err != nil {
-			return f, fmt.Errorf("istiod %s: %w", ep, err)
+	for _, p := range all {
+		if p.Istiod == "" || !scope.Reaches(p.sync()) {
+			continue
 		}
-		connected, err := t.Client.Connected(ctx, ep)
-		if err != nil {
-			return f, fmt.Errorf("istiod %s: %w", ep, err)
-		}
-		labels := labelsByName(connected)
-		for _, p := range synced {
-			if !scope.Reaches(p) {
-				continue
-			}
-			switch labels[p.Name()][label] {
-			case "true":
-				f.Canaries = append(f.Canaries, p.Name())
-			case "false":
-			default: // or connected since the sync status was read
-				f.Unlabelled = append(f.Unlabelled, p.Name())
-			}
+		switch p.Labels[label] {
+		case "true":
+			f.Canaries = append(f.Canaries, p.Name)
+		case "false":
+		default:
+			f.Unlabelled = append(f.Unlabelled, p.Name)
 		}
 	}
 	slices.Sort(f.Canaries)
 	slices.Sort(f.Unlabelled)
-	return f, nil
+	return f, err
+}
+
+// FleetProxy is one proxy of the mesh: connected to an istiod asked, or
+// only known by its pod (Expected) when none reports it.
+type FleetProxy struct {
+	// Name is POD.NAMESPACE.
+	Name string
+	// Kind is "gateway" or "sidecar"; IstioVersion what it reports ("" for
+	// a pod no istiod reports).
+	Kind, IstioVersion string
+	// Labels are its pod's current labels when the pod is known (istiod
+	// selects by them), else those it connected with (/debug/adsz).
+	Labels map[string]string
+	// Istiod is the istiod it is connected to, "" for a pod no istiod
+	// asked reports (another revision's, or not connected yet).
+	Istiod string
+}
+
+func (p FleetProxy) sync() ProxySync {
+	t := "sidecar"
+	if p.Kind == "gateway" {
+		t = "router"
+	}
+	return ProxySync{ProxyID: t + "~~" + p.Name + "~", ProxyType: t}
+}
+
+// Proxies asks every istiod at once for its connected proxies with their
+// labels, and adds the running pods with a proxy no istiod reports. The
+// error names every istiod that did not answer (the list then lacks its
+// proxies).
+func (t *Tracker) Proxies(ctx context.Context) ([]FleetProxy, error) {
+	eps, err := t.Source.Endpoints()
+	if err != nil {
+		return nil, err
+	}
+	type reply struct {
+		synced    []ProxySync
+		connected []Connected
+		err       error
+	}
+	replies := make([]reply, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &replies[i]
+			// The sync status says what each proxy is; adsz its labels.
+			if r.synced, r.err = t.Client.Syncz(ctx, ep); r.err == nil {
+				r.connected, r.err = t.Client.Connected(ctx, ep)
+			}
+		}()
+	}
+	wg.Wait()
+	pods := t.podsByName()
+	var out []FleetProxy
+	var failed []string
+	seen := map[string]bool{}
+	for i, r := range replies {
+		if r.err != nil {
+			failed = append(failed, fmt.Sprintf("istiod %s: %v", eps[i], r.err))
+			continue
+		}
+		labels := labelsByName(r.connected)
+		for _, p := range r.synced {
+			name := p.Name()
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			l := labels[name]
+			if e, ok := pods[name]; ok && e.Labels != nil {
+				l = e.Labels
+			}
+			out = append(out, FleetProxy{Name: name, Kind: p.Kind(), IstioVersion: p.IstioVersion, Labels: l, Istiod: eps[i]})
+		}
+	}
+	if len(failed) == 0 {
+		for _, name := range slices.Sorted(maps.Keys(pods)) {
+			if e := pods[name]; !seen[name] {
+				out = append(out, FleetProxy{Name: name, Kind: e.Kind, Labels: e.Labels})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b FleetProxy) int { return cmp.Compare(a.Name, b.Name) })
+	if len(failed) > 0 {
+		return out, errors.New(strings.Join(failed, "; "))
+	}
+	return out, nil
+}
+
+// podsByName are the expected proxies (running pods with a proxy) by
+// name, nil without a source or before it synced.
+func (t *Tracker) podsByName() map[string]Expected {
+	if t.Expected == nil {
+		return nil
+	}
+	list, ok := t.Expected.Expected()
+	if !ok {
+		return nil
+	}
+	out := make(map[string]Expected, len(list))
+	for _, e := range list {
+		out[e.Name] = e
+	}
+	return out
 }
 
 // answer is one istiod's reply.
@@ -321,10 +425,14 @@ type answer struct {
 	err     error
 	// mark is what the istiod's push counters say of the set.
 	mark mark
+	// pods are the expected proxies by name (their current labels).
+	pods map[string]Expected
 	// missing says, until the istiod holds the set, how its store differs.
 	missing string
-	// labels are the proxies' labels by name (Generation.Label only).
+	// labels are the proxies' labels by name, and conns their connection
+	// IDs (Generation.Label only).
 	labels map[string]map[string]string
+	conns  map[string]string
 }
 
 // ask asks every istiod at once.
@@ -334,6 +442,12 @@ func (t *Tracker) ask(ctx context.Context, gen Generation, marks map[string]mark
 		return []answer{{address: "(discovery)", err: err}}
 	}
 	out := make([]answer, len(eps))
+	pods := t.podsByName()
+	defer func() {
+		for i := range out {
+			out[i].pods = pods
+		}
+	}()
 	var wg sync.WaitGroup
 	for i, ep := range eps {
 		wg.Add(1)
@@ -364,6 +478,10 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 			return a
 		}
 		a.labels = labelsByName(connected)
+		a.conns = make(map[string]string, len(connected))
+		for _, c := range connected {
+			a.conns[c.Name()] = c.ConnectionID
+		}
 	}
 	top := maxSent(a.proxies)
 	if m.hiKnown && top < m.hi || m.loKnown && top < m.lo {
@@ -438,7 +556,12 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 		}
 	}
 	t.silent(st, gen, answers, synced)
+	if gen.Label != "" && gen.Markers {
+		t.readMarkers(gen, answers, byID)
+	}
+	st.index = make(map[string]Proxy, len(byID))
 	for _, p := range byID {
+		st.index[p.Name] = p
 		switch p.Track {
 		case TrackCanary:
 			st.Canaries = append(st.Canaries, p)
@@ -463,7 +586,8 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 	})
 	slices.SortFunc(st.Canaries, func(a, b Proxy) int { return cmp.Compare(a.Name, b.Name) })
 	slices.Sort(st.Unlabelled)
-	st.Canaries = st.Canaries[:min(len(st.Canaries), MaxListed)]
+	// Canaries stay whole (the controller judges every one and cuts the
+	// list it shows to MaxListed); Unlabelled is cut.
 	st.Unlabelled = st.Unlabelled[:min(len(st.Unlabelled), MaxListed)]
 	if len(st.Proxies) > MaxListed {
 		st.Unlisted = len(st.Proxies) - MaxListed
@@ -552,7 +676,12 @@ func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []Pr
 func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p ProxySync) Proxy {
 	out := Proxy{Name: p.Name(), Type: p.Kind(), IstioVersion: p.IstioVersion, Istiod: a.address}
 	if gen.Label != "" {
-		switch a.labels[out.Name][gen.Label] {
+		out.Labels = a.labels[out.Name]
+		if e, ok := a.pods[out.Name]; ok && e.Labels != nil {
+			out.Labels = e.Labels
+		}
+		out.conn = a.conns[out.Name]
+		switch out.Labels[gen.Label] {
 		case "true":
 			out.Track = TrackCanary
 		case "false":
@@ -562,6 +691,7 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 		}
 	}
 	lds, hasLDS := p.Resources[ListenerType]
+	out.acked = lds.Acked
 	if hasLDS && !lds.SentTime.IsZero() {
 		sent := lds.SentTime.UTC()
 		out.Sent = &sent
@@ -622,5 +752,117 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 	}
 	out.State = Stale
 	out.Message += "; after " + t.Timeout.String()
+	return out
+}
+
+// readMarkers reads, for every Synced canary of gen whose markers are not
+// known yet for this generation, istiod's configuration for it, and puts
+// the canary copies it holds into its Proxy (Markers). A configuration
+// that can't be read leaves the proxy without markers: its ACK does not
+// count until it is read.
+func (t *Tracker) readMarkers(gen Generation, answers []answer, byID map[string]Proxy) {
+	t.mu.Lock()
+	cache := t.markers
+	t.mu.Unlock()
+	if cache == nil {
+		cache = map[string]map[string]string{}
+	}
+	type todo struct{ id, key string }
+	var reads []todo
+	for id, p := range byID {
+		if p.Track != TrackCanary || p.State != Synced || p.conn == "" {
+			continue
+		}
+		// Read again after every push the proxy ACKs: a relabelled proxy
+		// gets another configuration from istiod, in a new push.
+		key := p.conn + "\x00" + p.acked
+		if m, ok := cache[key]; ok {
+			p.Markers = m
+			byID[id] = p
+			continue
+		}
+		reads = append(reads, todo{id, key})
+	}
+	got := make([]map[string]string, len(reads))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, r := range reads {
+		p := byID[r.id]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+			defer cancel()
+			if dump, err := t.Client.ConfigDump(ctx, p.Istiod, p.conn); err == nil {
+				got[i] = Markers(dump)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, r := range reads {
+		if got[i] == nil {
+			continue // not read: its ACK does not count until it is
+		}
+		cache[r.key] = got[i]
+		p := byID[r.id]
+		p.Markers = got[i]
+		byID[r.id] = p
+	}
+	// Keep only what this round used: the cache never outgrows the
+	// canaries.
+	keep := make(map[string]map[string]string, len(byID))
+	for _, p := range byID {
+		key := p.conn + "\x00" + p.acked
+		if m, ok := cache[key]; ok {
+			keep[key] = m
+		}
+	}
+	t.mu.Lock()
+	if t.gen != nil && t.gen.Version == gen.Version {
+		t.markers = keep
+	}
+	t.mu.Unlock()
+}
+
+// MarkerKey is canary.MarkerKey: the listener metadata key prefix of the
+// canary copies' markers.
+const MarkerKey = "globalconfig.io/canary"
+
+// Markers are the canary markers in a configuration dump: item → the
+// marker's content, from every listener's filter_metadata whose key is
+// MarkerKey + "/" + item.
+func Markers(dump []byte) map[string]string {
+	out := map[string]string{}
+	if !bytes.Contains(dump, []byte(MarkerKey+"/")) {
+		return out
+	}
+	var doc any
+	if err := json.Unmarshal(dump, &doc); err != nil {
+		return out
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				if item, ok := strings.CutPrefix(k, MarkerKey+"/"); ok {
+					if m, ok := c.(map[string]any); ok {
+						if content, ok := m["content"].(string); ok {
+							out[item] = content
+						}
+					}
+					continue
+				}
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
 	return out
 }

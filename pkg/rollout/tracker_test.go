@@ -448,7 +448,9 @@ func TestExpectedFromPods(t *testing.T) {
 		pod("done", injected, nil, corev1.PodSucceeded),
 		pod("plain", nil, nil, corev1.PodRunning),
 	})
-	want := []Expected{{"app.ns", "sidecar", since}, {"gw.ns", "gateway", since}, {"kgw.ns", "gateway", since}}
+	want := []Expected{{Name: "app.ns", Kind: "sidecar", Since: since, Labels: injected},
+		{Name: "gw.ns", Kind: "gateway", Since: since, Labels: injected},
+		{Name: "kgw.ns", Kind: "gateway", Since: since, Labels: map[string]string{LabelCanonicalName: "x", LabelGatewayName: "g", LabelGatewayClass: "istio"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}

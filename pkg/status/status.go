@@ -24,10 +24,14 @@ import (
 // Version is the version of the status this package writes. A reader
 // refuses another one: a field's meaning may have changed. Version 2
 // added the state NACKed (Applied no longer holds while a proxy refuses
-// the set) and Direct rollouts' records in Canary. It reads a version 1
-// status too (MinVersion): version 2 only added values and fields, so
-// every field of a version 1 status means what it meant there.
-const Version = 2
+// the set) and Direct rollouts' records in Canary. Version 3 added the
+// state and canary phase Held (a change waiting for its canary phase to
+// start, or for a usable stable set), a promoted canary rollout watched
+// until canary.confirmed, and a canary rollout's EnvoyFilters as pairs
+// (applied.stable names the set the pairs hold outside a phase). It
+// reads versions 1 and 2 too (MinVersion): their fields mean in version
+// 3 what they meant there.
+const Version = 3
 
 // MinVersion is the oldest version Parse reads.
 const MinVersion = 1
@@ -62,6 +66,11 @@ const (
 	// Canary: the document is valid and its change reaches the canary
 	// proxies only (canary.phase Canary).
 	Canary State = "Canary"
+	// Held: the document is valid, but its change is not delivered yet
+	// under a canary rollout: its phase can't start (canary.waiting says
+	// why), or no usable stable set is known to start it from or to
+	// restore; every proxy keeps what it has, and nothing is promoted.
+	Held State = "Held"
 	// RolledBack: the document's change was rolled back (a canary NACKed
 	// it, did not ACK it within the bake time, or an operator aborted
 	// it; or, rolled out directly, the proxies NACKed it); every proxy
@@ -99,11 +108,28 @@ type Status struct {
 	// this set. RolloutSummary is its one line, or why there is none.
 	Rollout        *rollout.Status `json:"rollout,omitempty"`
 	RolloutSummary string          `json:"rolloutSummary,omitempty"`
+	// LastGood is what the controller knows of the stored last good
+	// document (the set a roll back restores): nil until it stored or
+	// read one.
+	LastGood *LastGood `json:"lastGood,omitempty"`
 	// Canary is the last canary rollout (rollout.strategy Canary), or
 	// the Direct rollout of the document when the proxies refused it
 	// (Canary.Strategy Direct); nil when the last change went out
 	// directly and was not refused.
 	Canary *canary.Record `json:"canary,omitempty"`
+}
+
+// LastGood is the stored last good document as the controller knows it.
+type LastGood struct {
+	// Hash is the hash of the set it renders to, as the controller
+	// stored it (or found it stored).
+	Hash string `json:"hash"`
+	// Problem says why the stored copy is not the one it should be: its
+	// write failed, it no longer renders, or it renders to another set
+	// than the one it was stored for (a hand edit, a stale copy); the
+	// controller then takes the set it needs from the live EnvoyFilters
+	// when they hold it exactly, and holds otherwise.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Admission is whether the admission webhook guards the document.
@@ -152,6 +178,14 @@ func Problems(errs []*fielderr.Error, scrub func(string) string) []Problem {
 type AppliedSet struct {
 	// Hash names the set (the rollout's version).
 	Hash string `json:"hash"`
+	// Stable, under a canary rollout, is the hash of the set that every
+	// proxy but the canaries has: the set the pairs' stable copies hold
+	// (outside a phase the canary copies hold it too); the set a new
+	// change starts from.
+	Stable string `json:"stable,omitempty"`
+	// PairedBy is the canary label the set is paired by (its stable and
+	// canary copies select on it); absent for a set that is not paired.
+	PairedBy string `json:"pairedBy,omitempty"`
 	// Time is when this set was first delivered.
 	Time time.Time `json:"time"`
 	// EnvoyFilters are the set's objects, in delivery order.

@@ -41,8 +41,8 @@ func TestRoundTrip(t *testing.T) {
 func TestParseRefuses(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{`{"state": "Applied"}`, "no version"},
-		{`{"version": 3, "state": "Applied"}`, "version 3, this globalconfig reads versions 1 to 2"},
-		{`{"version": 0, "state": "Applied"}`, "version 0, this globalconfig reads versions 1 to 2"},
+		{`{"version": 4, "state": "Applied"}`, "version 4, this globalconfig reads versions 1 to 3"},
+		{`{"version": 0, "state": "Applied"}`, "version 0, this globalconfig reads versions 1 to 3"},
 		{`{"version": 1, "state": "Applied", "lastChange": "x"}`, `unknown field "lastChange"`},
 		{`state: Applied`, "invalid character"},
 	} {

@@ -32,8 +32,9 @@ func endpointSlice(name, svc string, ready map[string]bool) *discoveryv1.Endpoin
 	return s
 }
 
-// The controller finds every ready istiod instance from the istiod
-// Service's EndpointSlices (as its ServiceAccount, with deploy/'s RBAC),
+// The controller finds every istiod instance, ready or not (one that is
+// not ready may still serve proxies), from the istiod Service's
+// EndpointSlices (as its ServiceAccount, with deploy/'s RBAC),
 // asks each one, reports those that don't answer as unreachable, and
 // follows the slices as they change. (test/e2e proves the answers of a
 // real istiod; no istiod runs here, and a slice can't name loopback.)
@@ -79,12 +80,12 @@ func TestRolloutFindsIstiodInstances(t *testing.T) {
 			t.Fatalf("the status should list the istiod instances %v, unreachable; last: %+v", want, last)
 		}
 	}
-	instances("http://192.0.2.10:18080", "http://192.0.2.12:18080")
+	instances("http://192.0.2.10:18080", "http://192.0.2.11:18080", "http://192.0.2.12:18080")
 	if len(f.events("IstiodUnreachable")) == 0 {
 		t.Error("no IstiodUnreachable event")
 	}
 	if err := slicesAPI.Delete(f.ctx, "istiod-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	instances("http://192.0.2.10:18080")
+	instances("http://192.0.2.10:18080", "http://192.0.2.11:18080")
 }

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -123,8 +122,7 @@ const benchCanaryEdits = 5
 func BenchmarkCanaryOverhead(b *testing.B) {
 	ctx := setup(b)
 	g := newest // labelled globalconfig.io/canary=false
-	prune(ctx, b, nil)
-	_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, controller.LastGoodName(harness.ConfigMapName), metav1.DeleteOptions{})
+	freshStart(ctx, b)
 	const benchBake = 2 * time.Second
 	canaryDoc := func(v int) string {
 		return fmt.Sprintf("rollout:\n  strategy: Canary\n  bakeTime: %s\n", benchBake) + gzipMin(v)

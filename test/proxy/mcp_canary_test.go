@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/canary"
-	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -27,8 +27,7 @@ import (
 // gateway; and no EnvoyFilter object is written.
 func TestCanaryOverMCP(t *testing.T) {
 	ctx := setup(t)
-	prune(ctx, t, nil)
-	_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, controller.LastGoodName(harness.ConfigMapName), metav1.DeleteOptions{})
+	freshStart(ctx, t)
 	mcpPort, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +41,16 @@ func TestCanaryOverMCP(t *testing.T) {
 	base := fmt.Sprintf("rollout:\n  strategy: Canary\n  bakeTime: %s\n", bake) + gzipAbove(100)
 	putConfig(ctx, t, base)
 	startController(ctx, t, "--sink=mcp", "--mcp-addr="+addr, fmt.Sprintf("--istiod-debug-url=http://127.0.0.1:%d", debugPort), "--rollout-timeout=15s")
+	// istiod refuses to start while nothing listens at its MCP address.
+	if !harness.Eventually(ctx, 30*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("the controller's MCP server does not listen")
+	}
 
 	opts := harness.UpstreamEnvoyIstiod("istiod-mcp")
 	opts.MeshConfig += fmt.Sprintf("configSources:\n- address: xds://%s\n- address: k8s://\n", addr)
