@@ -104,7 +104,7 @@ Usage:
                                   preflight of one gateway or sidecar: the Envoy-level change of its listeners,
                                   routes and clusters, predicted from its current config; --envoy: and
                                   whether that Envoy binary loads the result (exit 10 if not)
-  globalconfig status [--kubeconfig K] [--configmap NS/NAME] [-o text|json|yaml]
+  globalconfig status [--kubeconfig K] [--configmap NS/NAME] [--state S] [--proxy NAME] [-o text|json|yaml]
                                   the controller's status: the document's state and problems, the
                                   items and their EnvoyFilters, the canary rollout, and the rollout to the proxies
   globalconfig rollout promote|abort [--kubeconfig K] [--configmap NS/NAME]

@@ -39,11 +39,17 @@ func statusCommand(args []string, env Env) int {
 	fs.SetOutput(env.Stderr)
 	var cf clusterFlags
 	cf.define(fs)
+	var filter statusFilter
+	filter.define(fs)
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintln(env.Stderr, "globalconfig status: takes no arguments")
+		return ExitUsage
+	}
+	if err := filter.check(); err != nil {
+		fmt.Fprintf(env.Stderr, "globalconfig status: %v\n", err)
 		return ExitUsage
 	}
 	ns, name, code := cf.check("status", env)
@@ -69,14 +75,27 @@ func statusCommand(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "globalconfig status: ConfigMap %s/%s: %v (is the controller of another version?)\n", ns, statusName, err)
 		return ExitNoStatus
 	}
+	note, found := "", true
+	if filter.active() {
+		st, note, found = filter.apply(st)
+	}
 	if cf.output == "text" {
 		err = writeStatusText(env.Stdout, ns+"/"+name, st)
+		if err == nil && note != "" {
+			_, err = fmt.Fprintln(env.Stdout, note)
+		}
 	} else {
 		err = writeStructured(env.Stdout, cf.output, st)
+		if err == nil && note != "" {
+			fmt.Fprintf(env.Stderr, "globalconfig status: %s\n", note)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "globalconfig status: %v\n", err)
 		return ExitIO
+	}
+	if !found && filter.proxy != "" {
+		return ExitNoProxy
 	}
 	return ExitOK
 }
@@ -292,15 +311,24 @@ func writeRollout(ew *errWriter, st *status.Status) {
 		if r.Unlisted == 1 {
 			noun = "proxy"
 		}
-		ew.printf("… and %d more %s not listed\n", r.Unlisted, noun)
+		ew.printf("… and %d more %s not listed%s\n", r.Unlisted, noun, why(r))
+	}
+	if r.UnlabelledUnlisted > 0 {
+		ew.printf("… and %d more proxies without the canary label not listed\n", r.UnlabelledUnlisted)
 	}
 	for _, p := range r.Silent {
 		ew.printf("silent: %s %s, no istiod reports it since %s (%s ago)\n", orDash(p.Type), p.Name,
 			p.LastSeen.UTC().Format(time.RFC3339), now().Sub(p.LastSeen).Round(time.Second))
 	}
+	if r.SilentUnlisted > 0 {
+		ew.printf("… and %d more silent proxies not listed\n", r.SilentUnlisted)
+	}
 	for _, p := range r.Unconnected {
 		ew.printf("never connected: %s %s, its pod running since %s (%s)\n", orDash(p.Type), p.Name,
 			p.Since.UTC().Format(time.RFC3339), now().Sub(p.Since).Round(time.Second))
+	}
+	if r.UnconnectedUnlisted > 0 {
+		ew.printf("… and %d more never connected proxies not listed\n", r.UnconnectedUnlisted)
 	}
 	for _, i := range r.Unreachable() {
 		ew.printf("istiod %s unreachable: %s\n", i.Address, i.Error)

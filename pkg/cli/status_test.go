@@ -230,3 +230,70 @@ func TestStatusUsage(t *testing.T) {
 		}
 	}
 }
+
+// fleetRollout is the rollout of a fleet past rollout.ListAll: the status
+// lists only its NACKed proxy, and counts the rest.
+func fleetRollout() *rollout.Status {
+	r := testRollout()
+	r.Selected, r.Synced, r.NACKed = 1000, 999, 1
+	r.Proxies = r.Proxies[:1]
+	r.Unlisted = 999
+	r.Silent = []rollout.Silent{{Name: "app-1.team-1", Type: "sidecar", LastSeen: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}}
+	return r
+}
+
+// --state and --proxy list only the proxies asked for, and say what the
+// status leaves out of them.
+func TestStatusFilters(t *testing.T) {
+	c, _ := statusCluster(t, testStatus(fleetRollout()))
+	nacked := "istio-ingressgateway-7c9f8-abcde.istio-system"
+
+	code, out, errs := runIn(t, c, "status")
+	if code != cli.ExitOK || !strings.Contains(out, "… and 999 more proxies not listed (of more than 50 proxies the status lists only those that need attention") {
+		t.Errorf("status of a fleet: exit %d, does not say why 999 proxies are not listed:\n%s", code, out)
+	}
+
+	code, out, errs = runIn(t, c, "status", "--state", "nacked")
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("--state nacked: exit %d, stderr %q", code, errs)
+	}
+	if !strings.Contains(out, nacked) || strings.Contains(out, "app-1.team-1") || strings.Contains(out, "more proxies not listed") {
+		t.Errorf("--state nacked lists the wrong proxies:\n%s", out)
+	}
+	if !strings.Contains(out, "rollout: 1000 proxies: 1 NACKed, 999 Synced; 1 silent; 1 of 2 istiod unreachable\n") {
+		t.Errorf("--state cut the counts:\n%s", out)
+	}
+
+	code, out, _ = runIn(t, c, "status", "--state", "Synced")
+	if code != cli.ExitOK || strings.Contains(out, nacked) {
+		t.Errorf("--state Synced: exit %d, lists the NACKed proxy:\n%s", code, out)
+	}
+	if !strings.Contains(out, "0 of 999 Synced proxies listed (of more than 50 proxies the status lists only those that need attention") {
+		t.Errorf("--state Synced does not say why none is listed:\n%s", out)
+	}
+
+	code, out, _ = runIn(t, c, "status", "--state", "Silent")
+	if code != cli.ExitOK || !strings.Contains(out, "silent: sidecar app-1.team-1") || strings.Contains(out, nacked) {
+		t.Errorf("--state Silent: exit %d:\n%s", code, out)
+	}
+
+	code, out, _ = runIn(t, c, "status", "--proxy", nacked)
+	if code != cli.ExitOK || !strings.Contains(out, nacked) || strings.Contains(out, "app-1.team-1") {
+		t.Errorf("--proxy %s: exit %d:\n%s", nacked, code, out)
+	}
+
+	code, out, _ = runIn(t, c, "status", "--proxy", "istio-ingressgateway-7c9f8-zzzzz.istio-system")
+	if code != cli.ExitNoProxy || !strings.Contains(out, "proxy istio-ingressgateway-7c9f8-zzzzz.istio-system is not in the status (of more than 50 proxies") {
+		t.Errorf("--proxy of an unlisted proxy: exit %d, want %d:\n%s", code, cli.ExitNoProxy, out)
+	}
+
+	code, out, errs = runIn(t, c, "status", "--proxy", nacked, "-o", "json")
+	var st status.Status
+	if err := json.Unmarshal([]byte(out), &st); code != cli.ExitOK || err != nil || len(st.Rollout.Proxies) != 1 || len(st.Rollout.Silent) != 0 || st.Rollout.Selected != 1000 {
+		t.Errorf("--proxy -o json: exit %d, %v, stderr %q:\n%s", code, err, errs, out)
+	}
+
+	if code, _, errs = runIn(t, c, "status", "--state", "Happy"); code != cli.ExitUsage || !strings.Contains(errs, "want one of NACKed, Stale, Pending, Synced, Silent, Unconnected") {
+		t.Errorf("--state Happy: exit %d, stderr %q", code, errs)
+	}
+}

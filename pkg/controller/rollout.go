@@ -46,7 +46,7 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 		st.RolloutSummary = WaitingForIstiod
 		return
 	}
-	r = scrubbed(r, c.scrub) // a copy: the tracker's status is shared
+	r = r.Written(c.scrub) // a copy: the tracker's status is shared
 	st.Rollout, st.RolloutSummary = r, r.Summary()
 	for _, s := range rollout.States {
 		c.metrics.RolloutProxies.WithLabelValues(string(s)).Set(float64(r.Count(s)))
@@ -54,28 +54,6 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 	unreachable := r.Unreachable()
 	c.metrics.IstiodUnreachable.Set(float64(len(unreachable)))
 	c.announceRollout(cm, r, unreachable)
-}
-
-// scrubbed is a copy of st with every message scrubbed.
-func scrubbed(st *rollout.Status, scrub func(string) string) *rollout.Status {
-	out := *st
-	// Every canary is judged; the status lists at most MaxListed.
-	if n := len(out.Canaries); n > rollout.MaxListed {
-		out.Canaries, out.CanariesUnlisted = out.Canaries[:rollout.MaxListed], n-rollout.MaxListed
-	}
-	out.Canaries = slices.Clone(out.Canaries)
-	for i := range out.Canaries {
-		out.Canaries[i].Message = scrub(out.Canaries[i].Message)
-	}
-	out.Proxies = slices.Clone(st.Proxies)
-	for i := range out.Proxies {
-		out.Proxies[i].Message = scrub(out.Proxies[i].Message)
-	}
-	out.Istiod = slices.Clone(st.Istiod)
-	for i := range out.Istiod {
-		out.Istiod[i].Error = scrub(out.Istiod[i].Error)
-	}
-	return &out
 }
 
 // announceRollout records a Warning Event for every proxy that NACKed the

@@ -13,6 +13,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,9 +42,24 @@ const (
 // States lists the states in display order.
 var States = []State{NACKed, Stale, Pending, Synced}
 
-// MaxListed bounds the proxies a Status lists: a ConfigMap holds at most
-// 1 MiB. The counts always cover every proxy; NACKed proxies come first.
+// MaxListed bounds each list of proxies a Status holds: a ConfigMap holds
+// at most 1 MiB. The counts always cover every proxy; NACKed proxies come
+// first.
 const MaxListed = 200
+
+// ListAll is the largest fleet whose every proxy a Status lists. Beyond
+// it, Proxies lists only those that need attention (NACKed and Stale);
+// the counts cover the rest, and `globalconfig status --state` and
+// `--proxy` say what is listed of whom.
+const ListAll = 50
+
+// MaxBytes bounds a Status as JSON (Fit): with the rest of the status
+// and the canary record it stays well under a ConfigMap's 1 MiB, and
+// readable.
+const MaxBytes = 48 << 10
+
+// fitMessage is how long a message stays when Fit must cut.
+const fitMessage = 200
 
 // MaxMessage bounds one NACK message.
 const MaxMessage = 1024
@@ -63,8 +79,9 @@ type Status struct {
 	Pending  int `json:"pending"`
 	Stale    int `json:"stale"`
 	NACKed   int `json:"nacked"`
-	// Proxies are the proxies the set reaches, NACKed first, at most
-	// MaxListed; Unlisted counts the rest.
+	// Proxies are the proxies the set reaches, NACKed first: every one
+	// up to ListAll of them, else only the NACKed and Stale ones; at most
+	// MaxListed, and fewer when Fit had to cut. Unlisted counts the rest.
 	Proxies  []Proxy `json:"proxies,omitempty"`
 	Unlisted int     `json:"unlisted,omitempty"`
 	// Canaries are the proxies labelled as canaries, and Unlabelled the
@@ -72,17 +89,22 @@ type Status struct {
 	// is tracked (Generation.Label); the tracker keeps every canary, the
 	// status lists at most MaxListed of each (CanariesUnlisted counts the
 	// rest).
-	Canaries         []Proxy  `json:"canaries,omitempty"`
-	CanariesUnlisted int      `json:"canariesUnlisted,omitempty"`
-	Unlabelled       []string `json:"unlabelled,omitempty"`
+	Canaries           []Proxy  `json:"canaries,omitempty"`
+	CanariesUnlisted   int      `json:"canariesUnlisted,omitempty"`
+	Unlabelled         []string `json:"unlabelled,omitempty"`
+	UnlabelledUnlisted int      `json:"unlabelledUnlisted,omitempty"`
 	// Silent are proxies the set reaches that were connected earlier and
 	// that no istiod reports now, with when they were last seen; listed
-	// for SilentMemory, at most MaxListed.
-	Silent []Silent `json:"silent,omitempty"`
+	// for SilentMemory, at most MaxListed; SilentUnlisted counts those
+	// left out.
+	Silent         []Silent `json:"silent,omitempty"`
+	SilentUnlisted int      `json:"silentUnlisted,omitempty"`
 	// Unconnected are running pods with an Istio proxy the set reaches
 	// that no istiod has reported since this controller started
-	// (Tracker.Expected), listed after ConnectGrace, at most MaxListed.
-	Unconnected []Unconnected `json:"unconnected,omitempty"`
+	// (Tracker.Expected), listed after ConnectGrace, at most MaxListed;
+	// UnconnectedUnlisted counts those left out.
+	Unconnected         []Unconnected `json:"unconnected,omitempty"`
+	UnconnectedUnlisted int           `json:"unconnectedUnlisted,omitempty"`
 
 	// index is every proxy the set reaches, by name (Lookup).
 	index map[string]Proxy
@@ -226,10 +248,10 @@ func (s *Status) Summary() string {
 			sep = ", "
 		}
 	}
-	if n := len(s.Silent); n > 0 {
+	if n := len(s.Silent) + s.SilentUnlisted; n > 0 {
 		fmt.Fprintf(&b, "; %d silent", n)
 	}
-	if n := len(s.Unconnected); n > 0 {
+	if n := len(s.Unconnected) + s.UnconnectedUnlisted; n > 0 {
 		fmt.Fprintf(&b, "; %d never connected", n)
 	}
 	if u := s.Unreachable(); len(u) > 0 {
@@ -239,6 +261,88 @@ func (s *Status) Summary() string {
 		b.WriteString("; no istiod found")
 	}
 	return b.String()
+}
+
+// Written is the copy of s a status holds: every message scrubbed, at
+// most MaxListed canaries (the canary record holds every one), and cut to
+// MaxBytes (Fit). s is left as it is: the tracker shares it.
+func (s *Status) Written(scrub func(string) string) *Status {
+	out := *s
+	if n := len(out.Canaries); n > MaxListed {
+		out.Canaries, out.CanariesUnlisted = out.Canaries[:MaxListed], n-MaxListed
+	}
+	out.Canaries = slices.Clone(out.Canaries)
+	for i := range out.Canaries {
+		out.Canaries[i].Message = scrub(out.Canaries[i].Message)
+	}
+	out.Proxies = slices.Clone(s.Proxies)
+	for i := range out.Proxies {
+		out.Proxies[i].Message = scrub(out.Proxies[i].Message)
+	}
+	out.Istiod = slices.Clone(s.Istiod)
+	for i := range out.Istiod {
+		out.Istiod[i].Error = scrub(out.Istiod[i].Error)
+	}
+	out.Unlabelled = slices.Clone(s.Unlabelled)
+	out.Silent = slices.Clone(s.Silent)
+	out.Unconnected = slices.Clone(s.Unconnected)
+	out.Fit(MaxBytes)
+	return &out
+}
+
+// Fit cuts s until it is at most max bytes as JSON: messages first (to
+// fitMessage characters, the first listed proxy's kept whole), then the
+// longest list by half, from its end (NACKed proxies come first, so they
+// go last), counting what it leaves out. The counts by state are never
+// cut. It reports whether it cut anything.
+func (s *Status) Fit(max int) bool {
+	size := func() int {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return 0
+		}
+		return len(b)
+	}
+	if size() <= max {
+		return false
+	}
+	for i := range s.Proxies {
+		if i > 0 {
+			s.Proxies[i].Message = cutMessage(s.Proxies[i].Message)
+		}
+	}
+	for i := range s.Canaries {
+		s.Canaries[i].Message = cutMessage(s.Canaries[i].Message)
+	}
+	for size() > max {
+		lens := []int{len(s.Proxies), len(s.Canaries), len(s.Unlabelled), len(s.Silent), len(s.Unconnected)}
+		longest := slices.Index(lens, slices.Max(lens))
+		n := lens[longest]
+		if n == 0 {
+			break
+		}
+		keep := n / 2
+		switch longest {
+		case 0:
+			s.Proxies, s.Unlisted = s.Proxies[:keep], s.Unlisted+n-keep
+		case 1:
+			s.Canaries, s.CanariesUnlisted = s.Canaries[:keep], s.CanariesUnlisted+n-keep
+		case 2:
+			s.Unlabelled, s.UnlabelledUnlisted = s.Unlabelled[:keep], s.UnlabelledUnlisted+n-keep
+		case 3:
+			s.Silent, s.SilentUnlisted = s.Silent[:keep], s.SilentUnlisted+n-keep
+		case 4:
+			s.Unconnected, s.UnconnectedUnlisted = s.Unconnected[:keep], s.UnconnectedUnlisted+n-keep
+		}
+	}
+	return true
+}
+
+func cutMessage(m string) string {
+	if r := []rune(m); len(r) > fitMessage {
+		return string(r[:fitMessage-1]) + "…"
+	}
+	return m
 }
 
 func plural(n int, one, many string) string {

@@ -588,11 +588,14 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 	slices.Sort(st.Unlabelled)
 	// Canaries stay whole (the controller judges every one and cuts the
 	// list it shows to MaxListed); Unlabelled is cut.
-	st.Unlabelled = st.Unlabelled[:min(len(st.Unlabelled), MaxListed)]
-	if len(st.Proxies) > MaxListed {
-		st.Unlisted = len(st.Proxies) - MaxListed
-		st.Proxies = st.Proxies[:MaxListed]
+	if n := len(st.Unlabelled); n > MaxListed {
+		st.Unlabelled, st.UnlabelledUnlisted = st.Unlabelled[:MaxListed], n-MaxListed
 	}
+	if len(st.Proxies) > ListAll {
+		st.Proxies = slices.DeleteFunc(st.Proxies, func(p Proxy) bool { return p.State != NACKed && p.State != Stale })
+	}
+	st.Proxies = st.Proxies[:min(len(st.Proxies), MaxListed)]
+	st.Unlisted = st.Selected - len(st.Proxies)
 	return st
 }
 
@@ -623,6 +626,8 @@ func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []Pro
 			delete(t.seen, name)
 		case p.at.Before(at) && gen.Scope.Reaches(p.sync) && len(st.Silent) < MaxListed:
 			st.Silent = append(st.Silent, Silent{Name: name, Type: p.sync.Kind(), LastSeen: p.at.UTC()})
+		case p.at.Before(at) && gen.Scope.Reaches(p.sync):
+			st.SilentUnlisted++
 		}
 	}
 	t.unconnected(st, gen, at, now)
@@ -660,8 +665,12 @@ func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []Pr
 		if grace <= 0 {
 			grace = ConnectGrace
 		}
-		if at.Sub(first) >= grace && len(st.Unconnected) < MaxListed {
+		switch {
+		case at.Sub(first) < grace:
+		case len(st.Unconnected) < MaxListed:
 			st.Unconnected = append(st.Unconnected, Unconnected{Name: e.Name, Type: e.Kind, Since: e.Since})
+		default:
+			st.UnconnectedUnlisted++
 		}
 	}
 	t.missing = missing
