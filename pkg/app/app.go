@@ -340,6 +340,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	}
 	cfg.Rollout, cfg.RootNamespace = tracker, opts.Rollout.RootNamespace
 	if tracker != nil {
+		tracker.Client.Read = metrics.RolloutRead
 		// The traffic gate of canary phases: each proxy's own statistics,
 		// on its pod or where --rollout-stats-url says.
 		var src rollout.StatsSources

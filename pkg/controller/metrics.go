@@ -18,6 +18,10 @@ type Metrics struct {
 	Rollouts          *prometheus.CounterVec
 	DirectRollouts    *prometheus.CounterVec
 	IstiodUnreachable prometheus.Gauge
+	// RolloutRequests and RolloutBytes are what the tracker asked istiod
+	// and read back, by endpoint (/debug/syncz, ...): its cost per poll.
+	RolloutRequests *prometheus.CounterVec
+	RolloutBytes    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -73,7 +77,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "istiod instances whose sync status could not be read at the last poll.",
 		}),
 	}
+	m.RolloutRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "globalconfig_rollout_requests_total",
+		Help: "Requests the rollout tracker made to istiod's debug endpoints, by endpoint.",
+	}, []string{"endpoint"})
+	m.RolloutBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "globalconfig_rollout_response_bytes_total",
+		Help: "Bytes the rollout tracker read from istiod's debug endpoints, by endpoint.",
+	}, []string{"endpoint"})
 	reg.MustRegister(m.Reconciles, m.ReconcileErrors, m.ReconcileDuration, m.ConfigValid,
-		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader, m.RolloutProxies, m.Rollouts, m.DirectRollouts, m.IstiodUnreachable)
+		m.LastApply, m.ManagedFilters, m.APIWrites, m.Leader, m.RolloutProxies, m.Rollouts, m.DirectRollouts, m.IstiodUnreachable,
+		m.RolloutRequests, m.RolloutBytes)
 	return m
+}
+
+// RolloutRead counts one answer the tracker read (rollout.Client.Read).
+func (m *Metrics) RolloutRead(endpoint string, bytes int) {
+	m.RolloutRequests.WithLabelValues(endpoint).Inc()
+	m.RolloutBytes.WithLabelValues(endpoint).Add(float64(bytes))
 }

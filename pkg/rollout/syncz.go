@@ -104,6 +104,9 @@ type Client struct {
 	// without one only to localhost. It is read on every request (the
 	// kubelet rotates it) and never logged.
 	TokenFile string
+	// Read, when set, is told of every answer read: the endpoint (its
+	// path, without the query) and its size in bytes.
+	Read func(endpoint string, bytes int)
 }
 
 // RequestTimeout bounds one request to one istiod.
@@ -113,9 +116,26 @@ const RequestTimeout = 5 * time.Second
 // proxies.
 const MaxResponse = 64 << 20
 
-// Syncz returns what the istiod at base reports.
-func (c *Client) Syncz(ctx context.Context, base string) ([]ProxySync, error) {
-	body, err := c.get(ctx, base, "/debug/syncz")
+// Syncz returns what the istiod at base reports: of every proxy, or
+// only of those in the namespaces given (istiod filters on the proxy's
+// namespace, one request each).
+func (c *Client) Syncz(ctx context.Context, base string, namespaces ...string) ([]ProxySync, error) {
+	if len(namespaces) == 0 {
+		return c.syncz(ctx, base, "/debug/syncz")
+	}
+	var out []ProxySync
+	for _, ns := range namespaces {
+		some, err := c.syncz(ctx, base, "/debug/syncz?namespace="+url.QueryEscape(ns))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, some...)
+	}
+	return out, nil
+}
+
+func (c *Client) syncz(ctx context.Context, base, path string) ([]ProxySync, error) {
+	body, err := c.get(ctx, base, path)
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +264,10 @@ func (c *Client) get(ctx context.Context, base, path string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	if c.Read != nil {
+		endpoint, _, _ := strings.Cut(path, "?")
+		c.Read(endpoint, len(body))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}

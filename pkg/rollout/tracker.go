@@ -101,6 +101,23 @@ func ScopeOf(objs []*envoyfilter.Object, root string) Scope {
 	return s
 }
 
+// Namespaces are the namespaces of the proxies the set reaches, sorted;
+// nil when it reaches every namespace (an EnvoyFilter in the root
+// namespace) or none.
+func (s Scope) Namespaces() []string {
+	var out []string
+	for _, r := range s.reach {
+		if r.namespace == "" {
+			return nil
+		}
+		if !slices.Contains(out, r.namespace) {
+			out = append(out, r.namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Reaches reports whether the set reaches proxy p.
 func (s Scope) Reaches(p ProxySync) bool {
 	kind := p.Kind()
@@ -467,7 +484,9 @@ func (t *Tracker) ask(ctx context.Context, gen Generation, marks map[string]mark
 // restarted, and its marks are found anew.
 func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark) answer {
 	a := answer{address: ep, mark: m}
-	a.proxies, a.err = t.Client.Syncz(ctx, ep)
+	// A set in some namespaces is judged on their proxies alone: istiod
+	// answers for those only, which keeps each poll small in a large mesh.
+	a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
 	if a.err != nil {
 		return a
 	}
@@ -499,7 +518,7 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 		a.mark.lo, a.mark.loKnown = top, true
 		return a
 	}
-	a.proxies, a.err = t.Client.Syncz(ctx, ep)
+	a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
 	if a.err == nil {
 		a.mark.hi, a.mark.hiKnown = maxSent(a.proxies), true
 	}

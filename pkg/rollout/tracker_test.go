@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,7 @@ type fakeIstiod struct {
 	proxies []ProxySync
 	held    map[string]string
 	auth    string
+	syncz   []string // the query of every /debug/syncz request
 }
 
 func newIstiod(t *testing.T) *fakeIstiod {
@@ -72,7 +74,15 @@ func newIstiod(t *testing.T) *fakeIstiod {
 		f.auth = r.Header.Get("Authorization")
 		switch r.URL.Path {
 		case "/debug/syncz":
-			_ = json.NewEncoder(w).Encode(f.proxies)
+			// istiod answers for the proxies of one namespace when asked.
+			f.syncz = append(f.syncz, r.URL.RawQuery)
+			out := []ProxySync{}
+			for _, p := range f.proxies {
+				if ns := r.URL.Query().Get("namespace"); ns == "" || p.Namespace() == ns {
+					out = append(out, p)
+				}
+			}
+			_ = json.NewEncoder(w).Encode(out)
 		case "/debug/configz":
 			var out []map[string]any
 			out = append(out, map[string]any{"kind": "VirtualService", "metadata": map[string]any{"name": "other", "namespace": "istio-system"}})
@@ -238,6 +248,40 @@ func TestScope(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: reaches %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A set whose EnvoyFilters are all in one namespace is tracked from
+// istiod's answer for that namespace alone; a set in the root namespace
+// from its whole answer.
+func TestSynczAsksForTheScopesNamespaces(t *testing.T) {
+	ist := newIstiod(t)
+	edge := map[string]string{"edge/globalconfig-x": "hash-v1"}
+	ist.set(edge, proxy("router~10.1.1.1~gw-1.edge~edge.svc.cluster.local", 6), proxy(gw("2"), 6),
+		proxy("sidecar~10.1.1.9~web-0.shop~shop.svc.cluster.local", 6))
+	tr := NewTracker(Static{ist.URL}, &Client{}, time.Minute)
+	tr.now = func() time.Time { return since.Add(time.Minute) }
+	tr.Track(Generation{Version: "v1", Since: since, Contents: edge,
+		Scope: ScopeOf([]*envoyfilter.Object{gatewayFilter("edge", networking.EnvoyFilter_GATEWAY)}, "istio-system")})
+	tr.Poll(context.Background())
+	if st := tr.Status(); st == nil || st.Selected != 1 || len(st.Proxies) != 1 || st.Proxies[0].Name != "gw-1.edge" {
+		t.Fatalf("a set in edge: %+v", st)
+	}
+	ist.mu.Lock()
+	queries := slices.Clone(ist.syncz)
+	ist.syncz = nil
+	ist.mu.Unlock()
+	if len(queries) == 0 || slices.ContainsFunc(queries, func(q string) bool { return q != "namespace=edge" }) {
+		t.Errorf("a set in edge: syncz asked with %q, want namespace=edge each time", queries)
+	}
+
+	tr.Track(generation("v2", setV1))
+	ist.set(setV1, ist.proxies...)
+	tr.Poll(context.Background())
+	ist.mu.Lock()
+	defer ist.mu.Unlock()
+	if len(ist.syncz) == 0 || slices.ContainsFunc(ist.syncz, func(q string) bool { return q != "" }) {
+		t.Errorf("a set in the root namespace: syncz asked with %q, want no namespace", ist.syncz)
 	}
 }
 

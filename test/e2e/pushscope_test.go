@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -69,27 +68,12 @@ func quiet(ctx context.Context, b *testing.B, cs []*xds.Client) {
 
 func connectFleet(ctx context.Context, b *testing.B) fleet {
 	b.Helper()
-	for _, name := range []string{gatewayNS, scopeAppNS} {
-		_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			b.Fatal(err)
-		}
-	}
-	// The controller may write EnvoyFilters in the gateways' namespace: the
-	// Role the README asks for when a target names another namespace.
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "globalconfig", Namespace: gatewayNS},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"networking.istio.io"}, Resources: []string{"envoyfilters"}, Verbs: []string{"create", "patch", "delete"}}},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "globalconfig", Namespace: gatewayNS},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "globalconfig"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "globalconfig", Namespace: ns}},
-	}
-	if _, err := cluster.Admin.RbacV1().Roles(gatewayNS).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scopeAppNS}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
-	if _, err := cluster.Admin.RbacV1().RoleBindings(gatewayNS).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// The controller may write EnvoyFilters in the gateways' namespace.
+	if err := cluster.TargetNamespace(ctx, gatewayNS); err != nil {
 		b.Fatal(err)
 	}
 	var f fleet

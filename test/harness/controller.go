@@ -64,7 +64,13 @@ func (c *Cluster) StartController(bin, name string, args ...string) (*Controller
 // as printed, e.g. `globalconfig_api_writes_total{resource="envoyfilters",verb="apply"}`)
 // to value.
 func (ctl *Controller) Metrics(ctx context.Context) (map[string]float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ctl.MetricsURL, nil)
+	return Scrape(ctx, ctl.MetricsURL)
+}
+
+// Scrape reads a Prometheus text exposition at url: series (name with its
+// labels as printed) to value.
+func Scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

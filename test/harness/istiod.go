@@ -16,6 +16,9 @@ type Istiod struct {
 	// connect to.
 	GRPCAddr string
 	HTTPAddr string
+	// MonitoringAddr serves istiod's own metrics (/metrics): its pushes
+	// and its process's CPU and memory.
+	MonitoringAddr string
 }
 
 // StartIstiod starts istiod with meshConfig (YAML; rootNamespace is
@@ -80,7 +83,7 @@ func (c *Cluster) StartIstiodWith(ctx context.Context, o IstiodOptions) (*Istiod
 	if err != nil {
 		return nil, err
 	}
-	ist := &Istiod{Process: p, GRPCAddr: addr(ports[0]), HTTPAddr: addr(ports[1])}
+	ist := &Istiod{Process: p, GRPCAddr: addr(ports[0]), HTTPAddr: addr(ports[1]), MonitoringAddr: addr(ports[3])}
 	client := &http.Client{Timeout: 2 * time.Second}
 	ready := Eventually(ctx, 90*time.Second, func() bool {
 		if p.Exited() {
@@ -123,4 +126,9 @@ func UpstreamEnvoyIstiod(name string) IstiodOptions {
 			"PILOT_ENABLE_ALPN_FILTER=false",
 		},
 	}
+}
+
+// Metrics scrapes istiod's own metrics: series to value (see Sum).
+func (i *Istiod) Metrics(ctx context.Context) (map[string]float64, error) {
+	return Scrape(ctx, "http://"+i.MonitoringAddr+"/metrics")
 }
