@@ -91,10 +91,11 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/globalconfig ./cmd/globalconfig
 
-# vet also refuses tracked files over 1 MiB outside testdata/: a binary or
-# a cache committed by mistake.
+# vet checks the formatting of every Go file of the checkout, tracked or
+# new (untracked but not ignored), and refuses tracked files over 1 MiB
+# outside testdata/: a binary or a cache committed by mistake.
 vet:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l $$( (git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | sort -u | while read -r f; do [ -f "$$f" ] && echo "$$f"; done)); \
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	@big=$$(git ls-files 2>/dev/null | grep -v '/testdata/' | while read -r f; do \
 	    [ -f "$$f" ] && [ $$(wc -c < "$$f") -gt 1048576 ] && echo "$$f"; done; true); \
