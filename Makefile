@@ -84,7 +84,8 @@ export GLOBALCONFIG_REDIS                  = $(REDIS)
 export GLOBALCONFIG_OAUTH2_PROXY           = $(OAUTH2_PROXY)
 export GLOBALCONFIG_EXTAUTHZ               = $(EXTAUTHZ)
 
-.PHONY: all build test vet run bench bench-fleet fuzz golden docs clean tools kube-tools compat-tools compat envoy-tools envoy-path ratelimit-tools extauthz-tools redis-tools
+# Targets are listed at the top of this file and where each is defined.
+.PHONY: all build test test-one test-env vet run bench bench-fleet fuzz golden docs clean tools kube-tools compat-tools compat envoy-tools envoy-path ratelimit-tools extauthz-tools redis-tools
 
 all: build
 
@@ -104,6 +105,26 @@ vet:
 
 test: vet tools
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+# One suite, or some tests of it, with the tools built and their
+# environment set as `make test` sets it (without vet, and without the
+# race detector unless ARGS says -race):
+#   make test-one PKG=./test/proxy RUN=TestDeclaredTraffic/gzip
+#   make test-one PKG=./test/compat
+#   make test-one PKG=./items/gzip ARGS=-v
+# PKG is a go package pattern; RUN a `go test -run` pattern (a test, or
+# Test/subtest); ARGS more go test flags.
+PKG  ?=
+RUN  ?=
+ARGS ?=
+test-one: tools
+	@[ -n "$(PKG)" ] || { echo 'usage: make test-one PKG=./test/proxy [RUN=TestDeclaredTraffic/<package>] [ARGS=-v]' >&2; exit 2; }
+	$(GO) test -count=1 -timeout 30m $(if $(RUN),-run '$(RUN)') $(ARGS) $(PKG)
+
+# The tools' environment, for a shell or an editor's test runner:
+#   eval "$$(make -s test-env)" && go test ./test/compat
+test-env:
+	@$(foreach v,$(sort $(filter GLOBALCONFIG_%,$(.VARIABLES))),echo "export $(v)='$($(v))'";)
 
 run: build kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) envoy-tools
 	$(GO) run ./test/sandbox --controller $(BIN)/globalconfig

@@ -124,7 +124,7 @@ func TestValidateBoundedByContext(t *testing.T) {
 func TestCopiedLoader(t *testing.T) {
 	real := os.Getenv("GLOBALCONFIG_ENVOY")
 	if real == "" {
-		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test`, which installs Envoy and sets it")
+		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test-one PKG=./pkg/envoybin` (or `make test`), which installs Envoy and sets it")
 	}
 	interp := interpreter(real)
 	if interp == "" {

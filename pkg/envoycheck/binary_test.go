@@ -28,7 +28,7 @@ func openEnvoy(t *testing.T) *envoybin.Binary {
 	t.Helper()
 	p := os.Getenv("GLOBALCONFIG_ENVOY")
 	if p == "" {
-		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test`, which installs Envoy and sets it")
+		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test-one PKG=./pkg/envoycheck` (or `make test`), which installs Envoy and sets it")
 	}
 	b, err := envoybin.Open(context.Background(), p)
 	if err != nil {

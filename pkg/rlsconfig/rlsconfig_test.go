@@ -115,7 +115,7 @@ func must[T any](v T, err error) T {
 func TestConfigCheckerAccepts(t *testing.T) {
 	checker := os.Getenv("GLOBALCONFIG_RATELIMIT_CONFIG_CHECK")
 	if checker == "" {
-		t.Skip("GLOBALCONFIG_RATELIMIT_CONFIG_CHECK is not set: run the tests through make test, which builds the rate-limit service's config checker")
+		t.Skip("GLOBALCONFIG_RATELIMIT_CONFIG_CHECK is not set: run `make test-one PKG=./pkg/rlsconfig` (or `make test`), which builds the rate-limit service's config checker")
 	}
 	for _, src := range []string{doc, "globalRateLimit:\n  service: rl.example.com\n  port: 8081\n  domain: edge\n  limits:\n    api:\n      requests: 5\n      unit: second\n      perHeader: x-api-key\n      match: {hosts: [api.example.com]}\n    sub:\n      requests: 50\n      unit: day\n      perClientSubnet: {ipv4: 16}\n"} {
 		files, err := rlsconfig.Files(must(rlsconfig.Configs(set(t, src))))

@@ -32,7 +32,7 @@ func realEnvoy(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("GLOBALCONFIG_ENVOY")
 	if p == "" {
-		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test`, which installs Envoy and sets it")
+		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test-one PKG=./pkg/webhook` (or `make test`), which installs Envoy and sets it")
 	}
 	return p
 }

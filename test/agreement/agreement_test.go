@@ -30,6 +30,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
 	"github.com/globalconfig/globalconfig/pkg/envoycheck"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/test/toolcache"
 )
 
 // deliberate are the refusals stricter than Envoy on purpose: Envoy loads
@@ -166,7 +167,7 @@ func envoys(t testing.TB) []*envoybin.Binary {
 	for _, env := range []string{"GLOBALCONFIG_ENVOY", "GLOBALCONFIG_ENVOY_OLD"} {
 		path := os.Getenv(env)
 		if path == "" {
-			t.Skipf("%s is not set: run the tests through make test, which installs the real Envoys", env)
+			t.Skip(toolcache.Unset("the real Envoys", env))
 		}
 		b, err := envoybin.Open(context.Background(), path)
 		if err != nil {

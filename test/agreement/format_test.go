@@ -21,6 +21,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/envoyformat"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
+	"github.com/globalconfig/globalconfig/test/toolcache"
 )
 
 // TestFormatAgreesWithEnvoy holds items/internal/format, the one Envoy
@@ -165,7 +166,7 @@ func formatEnvoys(t *testing.T) []*envoybin.Binary {
 		path := os.Getenv(env)
 		if path == "" {
 			if env == "GLOBALCONFIG_ENVOY" {
-				t.Skipf("%s is not set: run the tests through `make test`, which installs the real Envoys", env)
+				t.Skip(toolcache.Unset("the real Envoys", env))
 			}
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/globalconfig/globalconfig/internal/re2"
+	"github.com/globalconfig/globalconfig/test/toolcache"
 )
 
 // re2RandomRegexes is how many random regexes each Envoy judges.
@@ -37,7 +38,7 @@ const re2Seed = 20260126
 func TestRE2AgreesWithEnvoy(t *testing.T) {
 	newest := os.Getenv("GLOBALCONFIG_ENVOY")
 	if newest == "" {
-		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test`, which points it at the Envoy it installs")
+		t.Skip(toolcache.Unset("the real Envoys", "GLOBALCONFIG_ENVOY"))
 	}
 	bins := []string{newest}
 	if old := os.Getenv("GLOBALCONFIG_ENVOY_OLD"); old != "" {
@@ -112,7 +113,7 @@ func TestRE2AgreesWithEnvoy(t *testing.T) {
 func TestRE2MaxProgramSizeIsEnvoysDefault(t *testing.T) {
 	bin := os.Getenv("GLOBALCONFIG_ENVOY")
 	if bin == "" {
-		t.Skip("GLOBALCONFIG_ENVOY is not set: run `make test`, which points it at the Envoy it installs")
+		t.Skip(toolcache.Unset("the real Envoys", "GLOBALCONFIG_ENVOY"))
 	}
 	// A literal of n characters costs n+4 instructions in every dialect.
 	fits := strings.Repeat("x", re2.MaxProgramSize-4)

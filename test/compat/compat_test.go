@@ -3,7 +3,8 @@
 // inputs and the full example, for the default releases and for every
 // known release, then runs one strict decoder per Envoy API over them
 // (test/tools/compat, built by `make compat-tools` into
-// $GLOBALCONFIG_COMPAT_DIR). Each decoder checks only the patches that
+// $GLOBALCONFIG_COMPAT_DIR), each checked first to be what the checkout
+// builds (test/toolcache). Each decoder checks only the patches that
 // reach its release: those of EnvoyFilters rendered for it (or for older
 // releases only, as newer proxies get the newest variant) whose
 // proxyVersion matches it.
@@ -24,6 +25,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/test/toolcache"
 )
 
 // EnvCompatDir names the directory of the envoy-compat-<tag> decoders.
@@ -57,13 +59,25 @@ func decoder(t *testing.T, tag string) string {
 	t.Helper()
 	dir := os.Getenv(EnvCompatDir)
 	if dir == "" {
-		t.Fatalf("$%s is not set: run the tests through `make test` or `make compat`, which build the decoders", EnvCompatDir)
+		t.Fatal(toolcache.Unset("the compat decoders", EnvCompatDir))
 	}
-	bin := filepath.Join(dir, "envoy-compat-"+tag)
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("decoder for go-control-plane/envoy %s: %v (run make compat-tools)", tag, err)
+	bin, err := decoderIn(dir, tag)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
+}
+
+// decoderIn is the decoder for tag in dir, checked to be what the
+// checkout builds: one built before an item imported a new Envoy
+// extension would fail on its type ("unable to resolve"), which looks
+// like a bug of the item; this says it is stale and how to rebuild it.
+func decoderIn(dir, tag string) (string, error) {
+	bin := filepath.Join(dir, "envoy-compat-"+tag)
+	if err := toolcache.Check(bin, "compat-tools"); err != nil {
+		return "", fmt.Errorf("decoder for go-control-plane/envoy %s: %w", tag, err)
+	}
+	return bin, nil
 }
 
 // render writes the EnvoyFilters of src for fleet (nil: the document's
@@ -221,5 +235,65 @@ func TestDecodersRefuseWhatAnOlderEnvoyDoesNotKnow(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the decoder's output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// A decoder built before an item imported a new Envoy extension is
+// reported as stale, with the target that rebuilds it, before it runs: not
+// as the unresolved type it would fail on. The stale decoder is a copy of
+// the real newest one whose manifest lacks a package the items import.
+func TestStaleDecoderIsReportedAsStale(t *testing.T) {
+	real := decoder(t, "v1.40.0")
+	manifest, err := os.ReadFile(real + toolcache.ManifestSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lacked = "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/gzip/compressor/v3"
+	var kept []string
+	for _, line := range strings.Split(string(manifest), "\n") {
+		if line != "import "+lacked {
+			kept = append(kept, line)
+		}
+	}
+	if len(kept) == len(strings.Split(string(manifest), "\n")) {
+		t.Fatalf("the manifest of %s does not list %s: is it still imported?", real, lacked)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, filepath.Base(real))
+	if err := os.Symlink(real, bin); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(real + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin+".key", key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin+toolcache.ManifestSuffix, []byte(strings.Join(kept, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = decoderIn(dir, "v1.40.0")
+	var stale *toolcache.StaleError
+	if !errors.As(err, &stale) {
+		t.Fatalf("a decoder lacking %s: %v, want it stale", lacked, err)
+	}
+	msg := err.Error()
+	t.Logf("reported: %s", msg)
+	for _, want := range []string{bin, "is stale", "it lacks " + lacked, "make compat-tools"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error lacks %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "unable to resolve") {
+		t.Errorf("reported as an unresolved type: %s", msg)
+	}
+
+	// With its manifest whole again it is what the checkout builds.
+	if err := os.WriteFile(bin+toolcache.ManifestSuffix, manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decoderIn(dir, "v1.40.0"); err != nil {
+		t.Errorf("the same decoder with its own manifest: %v", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
+	"github.com/globalconfig/globalconfig/test/toolcache"
 )
 
 // The real Envoy binaries `make tools` installs (test/tools/envoy): the
@@ -44,11 +45,11 @@ const (
 func EnvoyBinary(ctx context.Context, env, versionEnv string) (*envoybin.Binary, error) {
 	path, want := os.Getenv(env), os.Getenv(versionEnv)
 	if path == "" || want == "" {
-		return nil, fmt.Errorf("$%s or $%s is not set: run the tests through `make test`, which installs the real Envoys", env, versionEnv)
+		return nil, toolcache.Unset("the real Envoys", env, versionEnv)
 	}
 	b, err := envoybin.OpenVersion(ctx, path, want)
 	if err != nil {
-		return nil, fmt.Errorf("%w (run `make tools`)", err)
+		return nil, fmt.Errorf("%w (run `make tools`, or this suite with `%s`)", err, toolcache.Command())
 	}
 	return b, nil
 }

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +32,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/globalconfig/globalconfig/test/toolcache"
 )
 
 // Environment variables, set by the Makefile, naming the built binaries.
@@ -65,19 +66,16 @@ const (
 func Binary(env string) (string, error) {
 	p := os.Getenv(env)
 	if p == "" {
-		return "", fmt.Errorf("$%s is not set: run the tests through `make test`, which builds the real components", env)
+		return "", toolcache.Unset("the real components", env)
 	}
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("$%s: %w (run `make tools`)", env, err)
+		return "", fmt.Errorf("$%s: %w (run `make tools`, or this suite with `%s`)", env, err, toolcache.Command())
 	}
 	return p, nil
 }
 
 // RepoRoot is the root of the checkout.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+func RepoRoot() string { return toolcache.RepoRoot() }
 
 // FreePort returns a loopback port that was free a moment ago. It is
 // drawn at random from below the kernel's ephemeral range, so that the

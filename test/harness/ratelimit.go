@@ -16,6 +16,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/rlsconfig"
+	"github.com/globalconfig/globalconfig/test/toolcache"
 )
 
 // RateLimitService is the reference rate-limit service
@@ -42,7 +43,7 @@ type RateLimitService struct {
 func StartRateLimitService(ctx context.Context, dir string) (*RateLimitService, error) {
 	redis, bin := os.Getenv("GLOBALCONFIG_REDIS"), os.Getenv("GLOBALCONFIG_RATELIMIT")
 	if redis == "" || bin == "" {
-		return nil, fmt.Errorf("GLOBALCONFIG_REDIS and GLOBALCONFIG_RATELIMIT are not set: run the tests through make test, which builds the rate-limit service and installs Redis")
+		return nil, toolcache.Unset("the rate-limit service and Redis", "GLOBALCONFIG_REDIS", "GLOBALCONFIG_RATELIMIT")
 	}
 	r := &RateLimitService{dir: dir, bin: bin}
 	sock := filepath.Join(dir, "redis.sock")

@@ -34,7 +34,11 @@
 # run --tidy).
 #
 # The build is keyed by a hash of main.go, go.mod, go.sum and the import
-# list, stored beside the binary, so fresh clones on one machine reuse it.
+# list, stored beside the binary (BIN.key), so fresh clones on one machine
+# reuse it. Beside it, BIN.inputs records the sources and the import list
+# it was built from, which test/compat checks before it runs a decoder: a
+# decoder older than the checkout's imports is reported as stale, with
+# `make compat-tools`, instead of failing on a type it lacks.
 # It needs only Go and the module proxy.
 set -eu
 
@@ -50,10 +54,33 @@ GO=${GO:-go}
 
 envoy_mod=github.com/envoyproxy/go-control-plane/envoy
 
+# The packages whose dependencies the decoders link, and which of those
+# dependencies: the Envoy and xDS proto packages the items' output can use.
+# The manifest records both (test/toolcache checks it).
+deps='./items/all ./envoyfilter ./pkg/envoycheck ./pkg/mcp'
+match='^github\.com/(envoyproxy/go-control-plane/envoy|cncf/xds/go)/'
+
 # imports prints the Envoy and xDS proto packages the items' output can use.
 imports() {
-	(cd "$root" && $GO list -deps -f '{{.ImportPath}}' ./items/all ./envoyfilter ./pkg/envoycheck ./pkg/mcp) |
-		grep -E '^github\.com/(envoyproxy/go-control-plane/envoy|cncf/xds/go)/' | sort
+	# shellcheck disable=SC2086
+	(cd "$root" && $GO list -deps -f '{{.ImportPath}}' $deps) | grep -E "$match" | sort
+}
+
+# write_manifest BIN KEY writes BIN.inputs: what the binary was built from
+# (test/toolcache's format), so that the tests can tell a stale decoder
+# (built before an item imported a new Envoy extension) from a bug.
+write_manifest() {
+	{
+		echo "key $2"
+		for f in test/tools/compat/build.sh test/tools/compat/main.go \
+			"test/tools/compat/envoy-$VERSION/go.mod" "test/tools/compat/envoy-$VERSION/go.sum"; do
+			echo "file $f $(sha256sum "$root/$f" | cut -d' ' -f1)"
+		done
+		echo "deps $deps"
+		echo "match $match"
+		for p in $list; do echo "import $p"; done
+	} >"$1.inputs.tmp"
+	mv "$1.inputs.tmp" "$1.inputs"
 }
 
 # write_imports DIR PKG... writes DIR/zz_imports.go.
@@ -161,9 +188,11 @@ write_imports "$src" $pkgs
 
 key=$(cat "$src/main.go" "$src/go.mod" "$src/go.sum" "$src/zz_imports.go" | sha256sum | cut -d' ' -f1)
 if [ -x "$bin" ] && [ "$(cat "$bin.key" 2>/dev/null)" = "$key" ]; then
+	write_manifest "$bin" "$key"
 	exit 0
 fi
 echo "building $bin"
 (cd "$src" && $GO build -trimpath -o "$bin.tmp" .)
 mv "$bin.tmp" "$bin"
 echo "$key" >"$bin.key"
+write_manifest "$bin" "$key"
