@@ -49,10 +49,19 @@ func (s Seen) Has(name string) bool {
 //	/slow?ms=N     answers after N milliseconds
 //
 // and ?rh=name:value (repeatable) adds response headers to any of them.
+// Every answer carries BackendHeader: BackendName, so a test can tell the
+// backend's answers from the gateway's own (a 413, a 429, a health
+// check's 200).
 type Backend struct {
 	srv  *http.Server
 	Addr *net.TCPAddr
 }
+
+// The header the backend stamps on every answer, and its value.
+const (
+	BackendHeader = "x-backend"
+	BackendName   = "echo"
+)
 
 // StartBackend starts the backend on a free loopback port.
 func StartBackend() (*Backend, error) {
@@ -75,6 +84,7 @@ func (b *Backend) Close() {
 
 func (b *Backend) serve(w http.ResponseWriter, r *http.Request) {
 	n, _ := io.Copy(io.Discard, r.Body)
+	w.Header().Set(BackendHeader, BackendName)
 	q := r.URL.Query()
 	for _, rh := range q["rh"] {
 		if k, v, ok := strings.Cut(rh, ":"); ok {

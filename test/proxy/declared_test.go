@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -57,7 +60,20 @@ type trafficExpect struct {
 	UpstreamAbsent []string          `json:"upstreamAbsent"`
 	// UpstreamBodyBytes is the body size the backend must have seen.
 	UpstreamBodyBytes *int `json:"upstreamBodyBytes"`
+	// AnsweredBy is who made the response: "backend" (it carries the
+	// backend's stamp, harness.BackendHeader) or "gateway" (Envoy answered
+	// itself: the request never got an answer from the backend).
+	AnsweredBy string `json:"answeredBy"`
+	// DecodedBodyBytes is the body's size once decoded as its
+	// Content-Encoding says (gzip, or none).
+	DecodedBodyBytes *int `json:"decodedBodyBytes"`
 }
+
+// Who answered, for expect.answeredBy.
+const (
+	answeredByBackend = "backend"
+	answeredByGateway = "gateway"
+)
 
 // readTraffic reads and checks one traffic.yaml: every case names a
 // document that exists, and every request asserts a status.
@@ -90,6 +106,9 @@ func readTraffic(path string) ([]trafficCase, error) {
 			if r.Expect.Status == 0 || !strings.HasPrefix(r.Path, "/") {
 				return nil, fmt.Errorf("%s: %s: request %d needs a path and an expected status", path, c.Name, j)
 			}
+			if a := r.Expect.AnsweredBy; a != "" && a != answeredByBackend && a != answeredByGateway {
+				return nil, fmt.Errorf("%s: %s: request %d: answeredBy is %s or %s, not %q", path, c.Name, j, answeredByGateway, answeredByBackend, a)
+			}
 		}
 	}
 	return cases, nil
@@ -99,7 +118,6 @@ func readTraffic(path string) ([]trafficCase, error) {
 // (items_test.go), by the test that does. Every other item must declare
 // its traffic cases.
 var provenInGo = map[string]string{
-	"gzip":           "TestGzipCompresses",
 	"brotli":         "TestBrotliAndZstdCompress",
 	"zstd":           "TestBrotliAndZstdCompress",
 	"localRateLimit": "TestLocalRateLimit",
@@ -224,6 +242,32 @@ func checkRequest(t *testing.T, what string, g *gw, r trafficRequest) {
 	}
 	if e.MaxBodyBytes > 0 && len(resp.body) > e.MaxBodyBytes {
 		t.Errorf("%s: body of %d bytes, want at most %d", what, len(resp.body), e.MaxBodyBytes)
+	}
+	stamped := resp.header.Get(harness.BackendHeader) == harness.BackendName
+	switch {
+	case e.AnsweredBy == answeredByBackend && !stamped:
+		t.Errorf("%s: answered by the gateway (no %s: %s), want the backend: %.200s", what, harness.BackendHeader, harness.BackendName, resp.body)
+	case e.AnsweredBy == answeredByGateway && stamped:
+		t.Errorf("%s: answered by the backend (%s: %s), want the gateway: %.200s", what, harness.BackendHeader, harness.BackendName, resp.body)
+	}
+	if n := e.DecodedBodyBytes; n != nil {
+		body := resp.body
+		switch enc := resp.header.Get("Content-Encoding"); enc {
+		case "":
+		case "gzip":
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err == nil {
+				body, err = io.ReadAll(zr)
+			}
+			if err != nil {
+				t.Fatalf("%s: a gzip body that does not decode: %v", what, err)
+			}
+		default:
+			t.Fatalf("%s: decodedBodyBytes decodes gzip only, not %q", what, enc)
+		}
+		if len(body) != *n {
+			t.Errorf("%s: %d bytes once decoded, want %d", what, len(body), *n)
+		}
 	}
 	if len(e.Upstream)+len(e.UpstreamAbsent) == 0 && e.UpstreamBodyBytes == nil {
 		return

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -58,39 +57,6 @@ func echoed(t *testing.T, r *response) harness.Seen {
 		t.Fatalf("not the backend's echo: %v: %s", err, r.body)
 	}
 	return s
-}
-
-func TestGzipCompresses(t *testing.T) {
-	ctx := setup(t)
-	use(ctx, t, "gzip:\n  enable: true\n  minContentLength: 100\n  contentType: [text/plain]\n")
-	each(t, func(t *testing.T, g *gw) {
-		r := mustGet(ctx, t, g.url("/text?n=20000"), map[string]string{"Accept-Encoding": "gzip"})
-		if r.header.Get("Content-Encoding") != "gzip" {
-			t.Fatalf("content-encoding %q, want gzip", r.header.Get("Content-Encoding"))
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(r.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		plain, err := io.ReadAll(zr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(plain) != 20000 || len(r.body) >= len(plain)/4 {
-			t.Errorf("%d bytes compressed to %d", len(plain), len(r.body))
-		}
-		// Another type, and a client that doesn't accept gzip, get the
-		// body as it is.
-		if r := mustGet(ctx, t, g.url("/text?n=20000&ct=image/png"), map[string]string{"Accept-Encoding": "gzip"}); r.header.Get("Content-Encoding") != "" {
-			t.Errorf("image/png compressed: %q", r.header.Get("Content-Encoding"))
-		}
-		if r := mustGet(ctx, t, g.url("/text?n=20000"), nil); r.header.Get("Content-Encoding") != "" || len(r.body) != 20000 {
-			t.Errorf("no Accept-Encoding, yet %q and %d bytes", r.header.Get("Content-Encoding"), len(r.body))
-		}
-		if r := mustGet(ctx, t, g.url("/text?n=50"), map[string]string{"Accept-Encoding": "gzip"}); r.header.Get("Content-Encoding") != "" {
-			t.Errorf("a 50-byte body, under minContentLength, was compressed")
-		}
-	})
 }
 
 // brotli and zstd: the body comes back in the encoding the client asked
