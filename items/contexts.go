@@ -170,7 +170,10 @@ func ContextTable() string {
 	for _, c := range contexts {
 		fmt.Fprintf(&b, " `%s` |", c)
 	}
-	b.WriteString(" what it patches, and why not elsewhere |\n|---|---|---|---|---|---|\n")
+	b.WriteString(" what it patches | why not elsewhere |\n|---|---|---|---|---|---|---|\n")
+	// The item's Where and its limit's Why stand in columns of their own:
+	// Where says what the item does where it works, Why why it is refused
+	// elsewhere, so neither repeats the other.
 	row := func(name, where string, l *ContextLimit) {
 		fmt.Fprintf(&b, "| `%s` |", name)
 		for _, c := range contexts {
@@ -180,14 +183,11 @@ func ContextTable() string {
 				b.WriteString(" refused |")
 			}
 		}
-		switch {
-		case l == nil:
-		case where == "":
-			where = l.Why
-		default:
-			where += "; not elsewhere: " + l.Why
+		why := ""
+		if l != nil {
+			why = l.Why
 		}
-		fmt.Fprintf(&b, " %s |\n", where)
+		fmt.Fprintf(&b, " %s | %s |\n", where, why)
 	}
 	for _, st := range envoyfilter.Stages() {
 		for slot := range envoyfilter.StageWidth {

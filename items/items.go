@@ -55,10 +55,12 @@ type Registration struct {
 	// Purpose says why the item sits in its slot, for `globalconfig
 	// items` and the docs: "refuses requests by client address".
 	Purpose string
-	// Where says what the item patches and what that means in each
-	// target context, for docs/reference.md's table "Which items work
-	// where" (ContextTable); the keys that work only in some contexts
-	// declare it with ContextLimits.
+	// Where says what the item patches, and what that means in the target
+	// contexts it works in (a gateway; a sidecar's inbound and outbound
+	// listeners), for docs/reference.md's table "Which items work where"
+	// (ContextTable). It does not say where the item is refused, nor why:
+	// ContextLimits declares that (the whole section, path "", or some
+	// keys), and the table shows its Why in a column of its own.
 	Where string
 	// EnabledByDefault says whether a section present in the document
 	// generates its EnvoyFilter without `enable: true`.
