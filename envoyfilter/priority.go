@@ -87,7 +87,10 @@ var (
 	// (2) refuse before anything costs a call; the auth service (3) before
 	// the rate limits (4, 5), which may key on what it sets; the body
 	// buffer (7) last, so a request over a limit is refused before its
-	// body is buffered. Slots 1 and 6 are free, left between on purpose.
+	// body is buffered. The free slots between them (docs/reference.md's
+	// stage table lists them) are left on purpose: slot 1, before the
+	// address lists, is where a filter that answers before any of them
+	// goes (a load balancer's health check, which no limit should count).
 	StageTrafficPolicy = Stage{Name: "trafficPolicy", Priority: 40, Insert: first}
 	// StageCompression: response compressors. At the very front of the
 	// chain (applied last of the inserting stages), so they see each

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -136,7 +137,17 @@ func Register(r Registration) {
 	}
 	for name, other := range registry {
 		if other.Stage.Name == r.Stage.Name && other.Slot == r.Slot {
-			panic(fmt.Sprintf("items: %q and %q share slot %d of stage %s; take a free one", r.Name, name, r.Slot, r.Stage.Name))
+			var free []string
+		slots:
+			for slot := range envoyfilter.StageWidth {
+				for _, o := range registry {
+					if o.Stage.Name == r.Stage.Name && o.Slot == slot {
+						continue slots
+					}
+				}
+				free = append(free, strconv.Itoa(slot))
+			}
+			panic(fmt.Sprintf("items: %q and %q share slot %d of stage %s; take a free one where the filter belongs: %s", r.Name, name, r.Slot, r.Stage.Name, strings.Join(free, ", ")))
 		}
 	}
 	registry[r.Name] = r

@@ -93,7 +93,7 @@ func TestPlacement(t *testing.T) {
 	}
 	st := envoyfilter.StageConnection
 	items.Register(items.Registration{Name: "test-slot-1", Stage: st, Slot: 7, Purpose: "tests", Where: "tests", New: fakeItem})
-	mustPanic(t, "share slot 7", func() {
+	mustPanic(t, "share slot 7 of stage connection; take a free one where the filter belongs: ", func() {
 		items.Register(items.Registration{Name: "test-slot-2", Stage: st, Slot: 7, Purpose: "tests", Where: "tests", New: fakeItem})
 	})
 	mustPanic(t, "not between 0 and 9", func() {

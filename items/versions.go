@@ -54,25 +54,31 @@ func CompatibilityTable() string {
 func NeedsMsg(envoy envoyfilter.Version) string { return envoyfilter.NeedsMsg(envoy) }
 
 // StageTable is docs/reference.md's table of the stages and the items in
-// each, by slot, in Markdown: the order Istio applies them, and where each
-// item's HTTP filters go in the chain.
+// each, by slot, in Markdown: the order Istio applies them, where each
+// item's HTTP filters go in the chain, and the free slots a new item can
+// take (with the priority each would give it).
 func StageTable() string {
 	var b strings.Builder
-	b.WriteString("| stage | priorities | HTTP filters go | slot: item, what it does there |\n|---|---|---|---|\n")
+	b.WriteString("| stage | priorities | HTTP filters go | slot: item, what it does there | free slots (priority) |\n|---|---|---|---|---|\n")
 	for _, st := range envoyfilter.Stages() {
-		var slots []string
+		var slots, free []string
 		for slot := range envoyfilter.StageWidth {
+			taken := false
 			for _, r := range All() {
 				if r.Stage.Name == st.Name && r.Slot == slot {
 					slots = append(slots, fmt.Sprintf("%d: `%s`, %s (priority %d)", slot, r.Name, r.Purpose, r.Placement().Priority))
+					taken = true
 				}
+			}
+			if !taken {
+				free = append(free, fmt.Sprintf("%d (%d)", slot, st.At(slot).Priority))
 			}
 		}
 		where := "before the router"
 		if st.Insert.Descending() {
 			where = "to the front of the chain"
 		}
-		fmt.Fprintf(&b, "| `%s` | %d–%d | %s | %s |\n", st.Name, st.Priority, st.Priority+envoyfilter.StageWidth-1, where, strings.Join(slots, "<br>"))
+		fmt.Fprintf(&b, "| `%s` | %d–%d | %s | %s | %s |\n", st.Name, st.Priority, st.Priority+envoyfilter.StageWidth-1, where, strings.Join(slots, "<br>"), strings.Join(free, ", "))
 	}
 	return b.String()
 }
