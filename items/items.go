@@ -138,19 +138,36 @@ func Register(r Registration) {
 	for name, other := range registry {
 		if other.Stage.Name == r.Stage.Name && other.Slot == r.Slot {
 			var free []string
-		slots:
-			for slot := range envoyfilter.StageWidth {
-				for _, o := range registry {
-					if o.Stage.Name == r.Stage.Name && o.Slot == slot {
-						continue slots
-					}
-				}
+			for _, slot := range freeSlots(r.Stage) {
 				free = append(free, strconv.Itoa(slot))
 			}
 			panic(fmt.Sprintf("items: %q and %q share slot %d of stage %s; take a free one where the filter belongs: %s", r.Name, name, r.Slot, r.Stage.Name, strings.Join(free, ", ")))
 		}
 	}
 	registry[r.Name] = r
+}
+
+// FreeSlots lists the slots of stage st that no registered item takes, in
+// order: where a new item of the stage can go.
+func FreeSlots(st envoyfilter.Stage) []int {
+	mu.Lock()
+	defer mu.Unlock()
+	return freeSlots(st)
+}
+
+// freeSlots is FreeSlots with mu held.
+func freeSlots(st envoyfilter.Stage) []int {
+	var free []int
+	for slot := range envoyfilter.StageWidth {
+		taken := false
+		for _, r := range registry {
+			taken = taken || (r.Stage.Name == st.Name && r.Slot == slot)
+		}
+		if !taken {
+			free = append(free, slot)
+		}
+	}
+	return free
 }
 
 // Lookup returns the registration of name.

@@ -63,16 +63,14 @@ func StageTable() string {
 	for _, st := range envoyfilter.Stages() {
 		var slots, free []string
 		for slot := range envoyfilter.StageWidth {
-			taken := false
 			for _, r := range All() {
 				if r.Stage.Name == st.Name && r.Slot == slot {
 					slots = append(slots, fmt.Sprintf("%d: `%s`, %s (priority %d)", slot, r.Name, r.Purpose, r.Placement().Priority))
-					taken = true
 				}
 			}
-			if !taken {
-				free = append(free, fmt.Sprintf("%d (%d)", slot, st.At(slot).Priority))
-			}
+		}
+		for _, slot := range FreeSlots(st) {
+			free = append(free, fmt.Sprintf("%d (%d)", slot, st.At(slot).Priority))
 		}
 		where := "before the router"
 		if st.Insert.Descending() {

@@ -390,6 +390,16 @@ func listItems(args []string, env Env) int {
 			fmt.Fprintf(env.Stdout, "  %s\n", line)
 		}
 	}
+	// Where a new item can go: each stage's free slots, and the
+	// priority each gives.
+	fmt.Fprintln(env.Stdout, "\n# free slots (priority), by stage:")
+	for _, st := range envoyfilter.Stages() {
+		var free []string
+		for _, slot := range items.FreeSlots(st) {
+			free = append(free, fmt.Sprintf("%d (%d)", slot, st.At(slot).Priority))
+		}
+		fmt.Fprintf(env.Stdout, "#   %s: %s\n", st.Name, strings.Join(free, ", "))
+	}
 	return ExitOK
 }
 

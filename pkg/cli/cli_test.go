@@ -125,6 +125,20 @@ func TestItemsListsDefaults(t *testing.T) {
 			t.Errorf("item %s not listed", r.Name)
 		}
 	}
+	// The free slots close the listing, a line per stage: none that an
+	// item takes.
+	for _, r := range items.All() {
+		_, line, ok := strings.Cut(out, "\n#   "+r.Stage.Name+": ")
+		line, _, _ = strings.Cut(line, "\n")
+		if !ok {
+			t.Fatalf("no free slots listed for stage %s:\n%s", r.Stage.Name, out)
+		}
+		for _, free := range strings.Split(line, ", ") {
+			if free == fmt.Sprintf("%d (%d)", r.Slot, r.Placement().Priority) {
+				t.Errorf("slot %d of stage %s is listed free, and %s takes it", r.Slot, r.Stage.Name, r.Name)
+			}
+		}
+	}
 	_, err := document.Parse([]byte(out))
 	var de *document.Error
 	if errors.As(err, &de) {
