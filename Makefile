@@ -1,15 +1,29 @@
-# globalconfig — see README.md.
+# globalconfig — see README.md; CONTRIBUTING.md walks through adding an
+# item with these targets.
 #
-#   make test    vet, then every test with the race detector
-#   make run     the main job: a local API server, the example ConfigMap and
-#                the controller keeping its EnvoyFilters (Ctrl-C stops)
-#   make bench   benchmarks, figures printed
+#   make test      vet, then every test of every suite with the race
+#                  detector (long: the suites start real API servers,
+#                  istiods and Envoys)
+#   make test-one PKG=./test/proxy RUN=TestDeclaredTraffic/gzip
+#                  one package, or some tests of it, with the tools built
+#                  and their environment set as make test sets it
+#   make test-env  that environment, for a shell: eval "$(make -s test-env)"
+#   make vet       gofmt on every Go file (tracked or new), go vet, and no
+#                  big tracked files
+#   make golden    rewrite the items' golden outputs and the full example
+#                  composed from them
+#   make docs      rewrite the generated parts of README.md and docs/
+#   make tools     build or install every tool the tests run, into a cache
+#                  outside the checkout (make test and test-one do it)
+#   make run       the main job: a local API server, the example ConfigMap
+#                  and the controller keeping its EnvoyFilters (Ctrl-C stops)
+#   make bench     benchmarks, figures printed
 #   make bench-fleet  the fleet-scale figures: 250, 500 and 1,000 proxies
-#                on a real istiod (about 12 minutes)
-#   make fuzz    bounded runs of the fuzzers: documents, converters, and
-#                validation against real Envoys (FuzzEnvoyAgreement)
-#   make compat  decode every generated patch with the Envoy API of each
-#                Istio release it goes to (make test runs it too)
+#                  on a real istiod (under 15 minutes)
+#   make fuzz      bounded runs of the fuzzers: documents, converters, and
+#                  validation against real Envoys (FuzzEnvoyAgreement)
+#   make compat    decode every generated patch with the Envoy API of each
+#                  Istio release it goes to (make test runs it too)
 
 GO        ?= go
 BIN       ?= bin
@@ -153,19 +167,27 @@ fuzz: envoy-tools
 	$(GO) test ./pkg/convert -run '^$$' -fuzz '^FuzzConvertNginx$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s
 	$(GO) test ./test/agreement -run '^$$' -fuzz '^FuzzEnvoyAgreement$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s
 
-# Rewrite golden outputs after an intended change; review the diff.
-# It also composes deploy/examples/global-config.yaml and docs/reference.md's
-# copy from every item's testdata/example.in.yaml.
+# Rewrite the items' golden outputs after an intended change, and review
+# the diff: items/*/testdata/<case>.out.yaml (a valid <case>.in.yaml) or
+# <case>.err.txt (an invalid one), deleting outputs whose input is gone.
+# Then compose the full example from every item's testdata/example.in.yaml:
+# deploy/examples/global-config.yaml and docs/reference.md's copy of it.
 golden:
 	$(GO) test $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./items/... | grep -v -e '/items$$' -e '/items/internal/') -update
 	$(GO) test ./test/example -update
 
-# Rewrite the generated parts of docs/ from the code: the example's copy in
-# docs/reference.md, the version tables of docs/versions.md and the key
-# table of docs/migrating-from-ingress-nginx.md. The tests that own them
-# fail while they are stale, so a clean tree stays clean here.
+# Rewrite the generated parts of README.md and docs/ from the code (the
+# registry, the releases, the converters' key list), each between its
+# begin and end markers: README.md's item list; in docs/reference.md the
+# stage table (with the free slots), "Which items work where" and the
+# filter chain; docs/versions.md's releases and compatibility tables;
+# docs/migrating-from-ingress-nginx.md's key table. And, as make golden
+# does, the full example: deploy/examples/global-config.yaml and
+# docs/reference.md's copy. Nothing else. The tests that own these fail
+# while they are stale, so a clean tree stays clean here.
 docs:
-	$(GO) test -count=1 ./test/example ./pkg/cli ./pkg/convert/nginx -update
+	$(GO) test -count=1 ./test/example ./pkg/cli -update
+	$(GO) test -count=1 ./pkg/convert/nginx -run '^TestReadmeKeyTable$$' -update
 
 clean:
 	rm -rf $(BIN)
