@@ -1,7 +1,6 @@
 // Package goldentest runs an item's golden cases. Only the item under
-// test is linked, so its outputs never change when another item is added:
-// its priority there is the one it has alone in its stage (the stage's
-// base); the binary adds its rank among the stage's items.
+// test is linked, so its outputs never change when another item is added;
+// its priority there is its slot's, the one the binary gives it too.
 //
 // Each case: every testdata/<case>.in.yaml
 // is rendered and compared with <case>.out.yaml (the EnvoyFilters) or, for
