@@ -663,7 +663,7 @@ func fleetReport(runs []*kubeRun, viaMCP []time.Duration, at10k int) string {
 	cpu := func(k *kubeRun) float64 { return mean(k.pushCPU["ours"]) }
 	poll := func(k *kubeRun) float64 { return k.pollBytes }
 	rss := func(k *kubeRun) float64 { return k.ctlRSS }
-	p("\nA least-squares line through the sizes above, extended (assumptions: cost grows linearly with the proxies one istiod serves, as it did here; istiod keeps 2 cores to itself; replicas split the fleet evenly and push in parallel; the tracker reads every replica's sync status, one entry per proxy, in all):\n\n")
+	p("\nA least-squares line through the sizes above, extended (assumptions: cost grows linearly with the proxies one istiod serves, as it did here; istiod keeps 2 cores to itself; replicas split the fleet evenly and push in parallel; the tracker reads every replica's sync status for the set's namespaces, one entry per proxy there: here the gateways'):\n\n")
 	p("| fleet | istiod replicas | edit → last ACK p50 | istiod CPU per full push, per replica | bytes per tracker poll, all replicas | controller RSS |\n|---|---|---|---|---|---|\n")
 	for _, c := range []struct{ n, replicas float64 }{{10_000, 1}, {10_000, 3}, {10_000, 5}} {
 		per := c.n / c.replicas
