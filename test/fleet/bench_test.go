@@ -138,18 +138,8 @@ func measureKube(ctx context.Context, b *testing.B, n int, full bool) *kubeRun {
 
 	// The controller, tracking the fleet.
 	prefix := fmt.Sprintf("edge-%d-", n)
-	must(b, cluster.PutConfig(ctx, exampleWith(b, prefix+"0")))
-	f.Watch(prefix+"0", fleet.Gateways)
-	t0 := time.Now()
-	ctl, stop := startController(b, fmt.Sprintf("bench-fleet-%d", n), "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	ctl, stop := startTracking(ctx, b, f, fmt.Sprintf("bench-fleet-%d", n), exampleWith(b, prefix+"0"), prefix+"0", r.gateways)
 	defer stop()
-	if _, err := waitFor(ctx, f, prefix+"0", t0); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := cluster.WaitRollout(ctx, 2*time.Minute, func(s *rollout.Status) bool { return s.Synced == r.gateways }); err != nil {
-		b.Fatal(err)
-	}
-	must(b, f.Quiet(ctx, time.Second))
 	objs := currentSet(ctx, b)
 	r.objects = len(objs)
 	for _, o := range objs {
@@ -312,18 +302,8 @@ func measureCanary(ctx context.Context, b *testing.B, f *fleet.Fleet, r *kubeRun
 	}
 	policy := canaryPolicy(canaryBake)
 	prefix := fmt.Sprintf("edge-%d-canary-", r.n)
-	must(b, cluster.PutConfig(ctx, policy+exampleWith(b, prefix+"0")))
-	f.Watch(prefix+"0", fleet.Gateways)
-	t0 := time.Now()
-	_, stop := startController(b, fmt.Sprintf("bench-fleet-canary-%d", r.n), "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	_, stop := startTracking(ctx, b, f, fmt.Sprintf("bench-fleet-canary-%d", r.n), policy+exampleWith(b, prefix+"0"), prefix+"0", r.gateways)
 	defer stop()
-	if _, err := waitFor(ctx, f, prefix+"0", t0); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := cluster.WaitRollout(ctx, 2*time.Minute, func(s *rollout.Status) bool { return s.Synced == r.gateways }); err != nil {
-		b.Fatal(err)
-	}
-	must(b, f.Quiet(ctx, time.Second))
 	var err error
 	if r.canaryGood, err = runPhase(ctx, f, policy+exampleWith(b, prefix+"1"), prefix+"1", false, 2*time.Minute); err != nil {
 		b.Fatal(err)
@@ -391,6 +371,26 @@ func measureMCP(ctx context.Context, b *testing.B, n int) []time.Duration {
 
 // startController runs the controller; stop kills it and removes the
 // global ConfigMap, its status and last good copy (not the EnvoyFilters).
+// startTracking puts doc, which carries marker, and starts a controller
+// tracking the fleet; it returns once every gateway took doc and the
+// status counts each of them Synced.
+func startTracking(ctx context.Context, b *testing.B, f *fleet.Fleet, name, doc, marker string, gateways int) (*harness.Controller, func()) {
+	must(b, cluster.PutConfig(ctx, doc))
+	f.Watch(marker, fleet.Gateways)
+	t0 := time.Now()
+	ctl, stop := startController(b, name, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	if _, err := waitFor(ctx, f, marker, t0); err != nil {
+		stop()
+		b.Fatal(err)
+	}
+	if _, err := cluster.WaitRollout(ctx, 2*time.Minute, func(s *rollout.Status) bool { return s.Synced == gateways }); err != nil {
+		stop()
+		b.Fatal(err)
+	}
+	must(b, f.Quiet(ctx, time.Second))
+	return ctl, stop
+}
+
 func startController(b *testing.B, name string, args ...string) (*harness.Controller, func()) {
 	ctl, err := cluster.StartController(controlBin, name, append([]string{"--leader-elect=false"}, args...)...)
 	must(b, err)

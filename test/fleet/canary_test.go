@@ -108,17 +108,7 @@ func TestFleetCanary(t *testing.T) {
 	}
 	const bake = 3 * time.Second
 	policy := canaryPolicy(bake)
-	must(t, cluster.PutConfig(ctx, policy+exampleWith(t, "edge-canary-1")))
-	f.Watch("edge-canary-1", fleet.Gateways)
-	start := time.Now()
-	// Cleanups run last first: the reset after the controller stopped.
-	t.Cleanup(func() { must(t, resetCluster(context.Background())) })
-	cluster.RunController(t, controlBin, "--istiod-debug-url=http://"+istiod.HTTPAddr)
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	if _, err := f.Wait(wctx, "edge-canary-1", start); err != nil {
-		t.Fatal(err)
-	}
+	runController(ctx, t, f, policy+exampleWith(t, "edge-canary-1"), "edge-canary-1")
 
 	res, err := runPhase(ctx, f, policy+exampleWith(t, "edge-canary-2"), "edge-canary-2", false, 2*time.Minute)
 	if err != nil {

@@ -77,18 +77,9 @@ func TestFleet(t *testing.T) {
 	ctx := setup(t)
 	gws, scs := size("GLOBALCONFIG_FLEET_GATEWAYS", 60), size("GLOBALCONFIG_FLEET_SIDECARS", 60)
 	f := startFleet(ctx, t, gws, scs, 0)
-	must(t, cluster.PutConfig(ctx, exampleWith(t, "edge-fleet-1")))
-	f.Watch("edge-fleet-1", fleet.Gateways)
-	start := time.Now()
-	// Cleanups run last first: the reset after the controller stopped.
-	t.Cleanup(func() { must(t, resetCluster(context.Background())) })
-	cluster.RunController(t, controlBin, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	arrived := runController(ctx, t, f, exampleWith(t, "edge-fleet-1"), "edge-fleet-1")
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	arrived, err := f.Wait(wctx, "edge-fleet-1", start)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("%d gateways took the example in %s (p50 %s)", len(arrived), arrived.Quantile(1), arrived.Quantile(0.5))
 
 	// The tracker sees every gateway the set reaches Synced.
@@ -104,7 +95,7 @@ func TestFleet(t *testing.T) {
 	// pushed a listener.
 	sidecarsBefore := f.Pushes(fleet.ListenerType, fleet.Sidecars)
 	f.Watch("edge-fleet-2", fleet.Gateways)
-	start = time.Now()
+	start := time.Now()
 	must(t, cluster.PutConfig(ctx, exampleWith(t, "edge-fleet-2")))
 	if _, err := f.Wait(wctx, "edge-fleet-2", start); err != nil {
 		t.Fatal(err)
@@ -130,6 +121,26 @@ func TestFleet(t *testing.T) {
 		t.Error(err)
 	}
 	fmt.Fprintf(os.Stderr, "fleet: status %d bytes for %d gateways and %d sidecars\n", n, gws, scs)
+}
+
+// runController puts doc, which carries marker, starts a controller
+// tracking the fleet until the test ends (then leaves the cluster as it
+// found it), and returns when every gateway took doc.
+func runController(ctx context.Context, t *testing.T, f *fleet.Fleet, doc, marker string) fleet.Arrivals {
+	t.Helper()
+	must(t, cluster.PutConfig(ctx, doc))
+	f.Watch(marker, fleet.Gateways)
+	start := time.Now()
+	// Cleanups run last first: the reset after the controller stopped.
+	t.Cleanup(func() { must(t, resetCluster(context.Background())) })
+	cluster.RunController(t, controlBin, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	arrived, err := f.Wait(wctx, marker, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arrived
 }
 
 // The route configurations the proxies subscribe to: the gateway's port 80
