@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -277,11 +276,9 @@ func BenchmarkGlobalRateLimit(b *testing.B) {
 	b.ReportMetric(float64(q(with, 0.5)-q(without, 0.5))/1e6, "added-p50-ms")
 	b.ReportMetric(float64(q(with, 0.99)-q(without, 0.99))/1e6, "added-p99-ms")
 	b.ReportMetric(float64(enforced)/1e6, "edit-enforced-ms")
-	report := os.Getenv("GLOBALCONFIG_BENCH_ENVOY_REPORT")
-	if report == "" {
-		return
-	}
-	body := fmt.Sprintf(`Envoy %s gateway, the reference rate-limit service with Redis on loopback, %d sequential GETs of /echo each, one connection a request; a per-client limit the requests never reach.
+	writeEnvoyReport(b, "globalratelimit", fmt.Sprintf(`## What the global rate limit adds to a request
+
+BenchmarkGlobalRateLimit, %s. Envoy %s gateway, the reference rate-limit service with Redis on loopback, %d sequential GETs of /echo each, one connection a request; a per-client limit the requests never reach.
 
 | | p50 | p99 |
 |---|---|---|
@@ -290,12 +287,9 @@ func BenchmarkGlobalRateLimit(b *testing.B) {
 | added | %s | %s |
 
 An edit of the limit (1,000,000 a day → 1), the service's configuration and the EnvoyFilter applied as the controller applies them, until a request is refused: %s.
-`, newest.Binary.Version, n,
+`, harness.RunStamp(), newest.Binary.Version, n,
 		q(without, 0.5).Round(10*time.Microsecond), q(without, 0.99).Round(10*time.Microsecond),
 		q(with, 0.5).Round(10*time.Microsecond), q(with, 0.99).Round(10*time.Microsecond),
-		(q(with, 0.5) - q(without, 0.5)).Round(10*time.Microsecond), (q(with, 0.99) - q(without, 0.99)).Round(10*time.Microsecond),
-		enforced.Round(time.Millisecond))
-	if err := harness.WriteReportSection(report, "Global rate limiting", "BenchmarkGlobalRateLimit", body); err != nil {
-		b.Fatal(err)
-	}
+		(q(with, 0.5)-q(without, 0.5)).Round(10*time.Microsecond), (q(with, 0.99)-q(without, 0.99)).Round(10*time.Microsecond),
+		enforced.Round(time.Millisecond)))
 }
