@@ -110,8 +110,10 @@ build:
 # new (untracked but not ignored), and refuses tracked files over 1 MiB
 # outside testdata/: a binary or a cache committed by mistake.
 vet:
-	@out=$$(gofmt -l $$( (git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | sort -u | while read -r f; do [ -f "$$f" ] && echo "$$f"; done)); \
-	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	@files=$$( (git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | sort -u | while read -r f; do [ -f "$$f" ] && echo "$$f"; done); \
+	  out=$$(gofmt -l $$files); \
+	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi; \
+	  echo "gofmt: $$(echo "$$files" | wc -l) files formatted"
 	@big=$$(git ls-files 2>/dev/null | grep -v '/testdata/' | while read -r f; do \
 	    [ -f "$$f" ] && [ $$(wc -c < "$$f") -gt 1048576 ] && echo "$$f"; done; true); \
 	  if [ -n "$$big" ]; then echo "tracked files over 1 MiB outside testdata/ (build output?): $$big"; exit 1; fi

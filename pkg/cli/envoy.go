@@ -32,7 +32,7 @@ func checkWithEnvoy(cmd, path string, objs []*envoyfilter.Object, ok io.Writer, 
 		fmt.Fprintf(env.Stderr, "globalconfig %s: --envoy: %v\n", cmd, err)
 		return ExitIO
 	}
-	as := fmt.Sprintf("envoy %s (a proxy of Istio %s)", rep.Envoy, strings.TrimSuffix(rep.Istio, ".0"))
+	as := fmt.Sprintf("envoy %s (a proxy of Istio %s%s)", rep.Envoy, strings.TrimSuffix(rep.Istio, ".0"), beyondKnown(rep.Istio))
 	if len(rep.Results) == 0 {
 		fmt.Fprintf(ok, "%s: no patch reaches it\n", as)
 		return ExitOK
@@ -40,7 +40,11 @@ func checkWithEnvoy(cmd, path string, objs []*envoyfilter.Object, ok io.Writer, 
 	if rep.OK() {
 		var parts []string
 		for _, r := range rep.Results {
-			parts = append(parts, fmt.Sprintf("%s (%d patches)", r.Context, r.Patches))
+			noun := "patches"
+			if r.Patches == 1 {
+				noun = "patch"
+			}
+			parts = append(parts, fmt.Sprintf("%s (%d %s)", r.Context, r.Patches, noun))
 		}
 		fmt.Fprintf(ok, "%s accepts: %s\n", as, strings.Join(parts, ", "))
 		return ExitOK
@@ -57,4 +61,15 @@ func checkWithEnvoy(cmd, path string, objs []*envoyfilter.Object, ok io.Writer, 
 		}
 	}
 	return ExitInvalid
+}
+
+// beyondKnown says when istio (a release "1.32.0") is newer than every
+// release globalconfig knows: its output for such a proxy is the newest
+// known release's.
+func beyondKnown(istio string) string {
+	v, err := envoyfilter.ParseVersion(istio)
+	if err != nil || v.Compare(envoyfilter.Newest().Istio) <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", newer than any release globalconfig knows: it gets what %s's proxies get", envoyfilter.Newest().Istio)
 }

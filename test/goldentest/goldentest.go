@@ -95,10 +95,10 @@ func Run(t *testing.T, dir string) {
 			}
 			exp, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("missing golden output (run go test -update): %v", err)
+				t.Fatalf("missing golden output (run make golden): %v", err)
 			}
 			if !bytes.Equal(got, exp) {
-				t.Errorf("%s differs from the rendered output (run go test -update to accept):\n--- got ---\n%s\n--- want ---\n%s", path, got, exp)
+				t.Errorf("%s differs from the rendered output (run make golden to accept it):\n--- got ---\n%s\n--- want ---\n%s", path, got, exp)
 			}
 		})
 	}
@@ -115,7 +115,7 @@ func Run(t *testing.T, dir string) {
 				}
 				continue
 			}
-			t.Errorf("stale golden output %s: its input is gone or renders the other way (run go test -update)", out)
+			t.Errorf("stale golden output %s: its input is gone or renders the other way (run make golden)", out)
 		}
 	}
 }
