@@ -16,6 +16,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -106,15 +107,17 @@ func TestDirectRollbackOverMCP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Taken: the last good copy holds the document (a status of an earlier
+	// test may already say Applied over MCP with 2 proxies Synced).
 	waitStatus(ctx, t, "the first set taken over MCP", canaryBound, func(s *status.Status) bool {
-		return s.State == status.Applied && s.Sink == "mcp" && s.Rollout != nil && s.Rollout.Synced == 2
+		if s.State != status.Applied || s.Sink != "mcp" || s.Rollout == nil || s.Rollout.Synced != 2 {
+			return false
+		}
+		cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, controller.LastGoodName(harness.ConfigMapName), metav1.GetOptions{})
+		return err == nil && cm.Data[document.DataKey] == base
 	})
 
-	poison := poisonAfterRateLimit(t)
-	if err := cluster.Apply(ctx, poison); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteObject(context.Background(), t, poison) })
+	applyPoison(ctx, t, gws)
 	before := map[*gw]int64{}
 	for _, g := range gws {
 		_, before[g] = ldsStats(ctx, t, g)
