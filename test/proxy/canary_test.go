@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -237,17 +236,7 @@ func TestCanaryRollout(t *testing.T) {
 	})
 
 	t.Run("a canary that never answers rolls back after the bake time", func(t *testing.T) {
-		if err := cn.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		resumed := false
-		resume := func() {
-			if !resumed {
-				resumed = true
-				_ = cn.Cmd.Process.Signal(syscall.SIGCONT)
-			}
-		}
-		t.Cleanup(resume)
+		resume := stopped(t, cn)
 		edited := time.Now()
 		doc := base + gzipAbove(200)
 		putConfig(ctx, t, doc)

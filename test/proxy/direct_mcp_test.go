@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -44,15 +43,7 @@ func TestDirectRollbackOverMCP(t *testing.T) {
 	putConfig(ctx, t, base)
 	startController(ctx, t, "--sink=mcp", "--mcp-addr="+addr, fmt.Sprintf("--istiod-debug-url=http://127.0.0.1:%d", debugPort), "--rollout-timeout=15s")
 	// istiod refuses to start while nothing listens at its MCP address.
-	if !harness.Eventually(ctx, 30*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}) {
-		t.Fatal("the controller's MCP server does not listen")
-	}
+	waitMCPListening(ctx, t, addr)
 
 	opts := harness.UpstreamEnvoyIstiod("istiod-mcp-direct")
 	opts.MeshConfig += fmt.Sprintf("configSources:\n- address: xds://%s\n- address: k8s://\n", addr)

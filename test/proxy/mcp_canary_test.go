@@ -42,15 +42,7 @@ func TestCanaryOverMCP(t *testing.T) {
 	putConfig(ctx, t, base)
 	startController(ctx, t, "--sink=mcp", "--mcp-addr="+addr, fmt.Sprintf("--istiod-debug-url=http://127.0.0.1:%d", debugPort), "--rollout-timeout=15s")
 	// istiod refuses to start while nothing listens at its MCP address.
-	if !harness.Eventually(ctx, 30*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}) {
-		t.Fatal("the controller's MCP server does not listen")
-	}
+	waitMCPListening(ctx, t, addr)
 
 	opts := harness.UpstreamEnvoyIstiod("istiod-mcp")
 	opts.MeshConfig += fmt.Sprintf("configSources:\n- address: xds://%s\n- address: k8s://\n", addr)
@@ -160,5 +152,20 @@ func TestCanaryOverMCP(t *testing.T) {
 	efs, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters("").List(ctx, metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
 	if err != nil || len(efs.Items) != 0 {
 		t.Errorf("the MCP sink wrote EnvoyFilter objects: %d, %v", len(efs.Items), err)
+	}
+}
+
+// waitMCPListening waits until the controller's MCP server listens at
+// addr.
+func waitMCPListening(ctx context.Context, t *testing.T, addr string) {
+	t.Helper()
+	if !harness.Eventually(ctx, 30*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("the controller's MCP server does not listen")
 	}
 }
