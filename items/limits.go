@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 )
 
@@ -127,6 +129,19 @@ func OneOf(path string, values ...float64) Range {
 		panic(fmt.Sprintf("items: OneOf %q: give at least two values in increasing order", path))
 	}
 	return Range{Path: path, Min: values[0], Max: values[len(values)-1], OneOf: values}
+}
+
+// ErrorStatuses is the Range of a key that takes an HTTP status from 400
+// that Envoy's StatusCode enum knows (its HttpStatus refuses the others).
+func ErrorStatuses(path string) Range {
+	var codes []float64
+	for c := range typev3.StatusCode_name {
+		if c >= 400 {
+			codes = append(codes, float64(c))
+		}
+	}
+	slices.Sort(codes)
+	return OneOf(path, codes...)
 }
 
 // Spans writes the values of OneOf with consecutive integers as spans:
@@ -257,43 +272,56 @@ func number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 // checkPath reports why keys name no numeric key of t, or no duration key
 // when duration.
 func checkPath(t reflect.Type, keys []string, duration bool) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	t, err := typeAt(t, keys)
+	if err != nil {
+		return err
 	}
-	if len(keys) == 0 {
-		if duration {
-			if _, ok := durationOf(reflect.New(t).Elem()); ok {
-				return nil
-			}
-			return fmt.Errorf("names a %s, not a duration", t)
-		}
-		switch t.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-			reflect.Float32, reflect.Float64:
+	if duration {
+		if _, ok := durationOf(reflect.New(t).Elem()); ok {
 			return nil
 		}
-		return fmt.Errorf("names a %s, not a number", t)
+		return fmt.Errorf("names a %s, not a duration", t)
 	}
-	switch k := keys[0]; {
-	case k == "[]":
-		if t.Kind() != reflect.Slice {
-			return fmt.Errorf("[] after a %s, not a list", t)
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return nil
+	}
+	return fmt.Errorf("names a %s, not a number", t)
+}
+
+// typeAt is the type keys name inside t (a key of a struct, [] an element
+// of a list, * a value of a map with string keys), pointers followed; or
+// why they name none.
+func typeAt(t reflect.Type, keys []string) (reflect.Type, error) {
+	for ; ; keys = keys[1:] {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
 		}
-		return checkPath(t.Elem(), keys[1:], duration)
-	case k == "*":
-		if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
-			return fmt.Errorf("* after a %s, not a map", t)
+		if len(keys) == 0 {
+			return t, nil
 		}
-		return checkPath(t.Elem(), keys[1:], duration)
-	case t.Kind() != reflect.Struct:
-		return fmt.Errorf("key %q inside a %s", k, t)
-	default:
-		index, ok := fieldIndex(t, k)
-		if !ok {
-			return fmt.Errorf("%s has no key %q", t, k)
+		switch k := keys[0]; {
+		case k == "[]":
+			if t.Kind() != reflect.Slice {
+				return nil, fmt.Errorf("[] after a %s, not a list", t)
+			}
+			t = t.Elem()
+		case k == "*":
+			if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
+				return nil, fmt.Errorf("* after a %s, not a map", t)
+			}
+			t = t.Elem()
+		case t.Kind() != reflect.Struct:
+			return nil, fmt.Errorf("key %q inside a %s", k, t)
+		default:
+			index, ok := fieldIndex(t, k)
+			if !ok {
+				return nil, fmt.Errorf("%s has no key %q", t, k)
+			}
+			t = t.FieldByIndex(index).Type
 		}
-		return checkPath(t.FieldByIndex(index).Type, keys[1:], duration)
 	}
 }
 

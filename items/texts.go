@@ -187,38 +187,16 @@ func checkText(st reflect.Type, t Text, keys []string) error {
 // checkTextPath reports why keys name no string key of t, or no map with
 // string keys when mapKeys.
 func checkTextPath(t reflect.Type, keys []string, mapKeys bool) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	t, err := typeAt(t, keys)
+	switch {
+	case err != nil:
+		return err
+	case mapKeys && (t.Kind() != reflect.Map || t.Key().Kind() != reflect.String):
+		return fmt.Errorf("names a %s, not a map", t)
+	case !mapKeys && t.Kind() != reflect.String:
+		return fmt.Errorf("names a %s, not a string", t)
 	}
-	if len(keys) == 0 {
-		switch {
-		case mapKeys && (t.Kind() != reflect.Map || t.Key().Kind() != reflect.String):
-			return fmt.Errorf("names a %s, not a map", t)
-		case !mapKeys && t.Kind() != reflect.String:
-			return fmt.Errorf("names a %s, not a string", t)
-		}
-		return nil
-	}
-	switch k := keys[0]; {
-	case k == "[]":
-		if t.Kind() != reflect.Slice {
-			return fmt.Errorf("[] after a %s, not a list", t)
-		}
-		return checkTextPath(t.Elem(), keys[1:], mapKeys)
-	case k == "*":
-		if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
-			return fmt.Errorf("* after a %s, not a map", t)
-		}
-		return checkTextPath(t.Elem(), keys[1:], mapKeys)
-	case t.Kind() != reflect.Struct:
-		return fmt.Errorf("key %q inside a %s", k, t)
-	default:
-		index, ok := fieldIndex(t, k)
-		if !ok {
-			return fmt.Errorf("%s has no key %q", t, k)
-		}
-		return checkTextPath(t.FieldByIndex(index).Type, keys[1:], mapKeys)
-	}
+	return nil
 }
 
 // CheckHeaderRead is the rule for a request header an item reads: a

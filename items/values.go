@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -336,4 +337,21 @@ func sameLength(a, b string) []string {
 		}
 	}
 	return out
+}
+
+// ParseCIDR reads an address range. A bare address is a range of one (/32
+// or /128); a range with host bits set is refused, since it most likely
+// names the wrong range.
+func ParseCIDR(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	pfx, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("must be an address range such as 10.0.0.0/8 or 2001:db8::/32, got %q", s)
+	}
+	if pfx.Masked() != pfx {
+		return netip.Prefix{}, fmt.Errorf("%s has host bits set; did you mean %s?", s, pfx.Masked())
+	}
+	return pfx, nil
 }

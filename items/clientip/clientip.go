@@ -83,7 +83,7 @@ func (c *ClientIP) Validate() error {
 	seen := map[netip.Prefix]int{}
 	for i, s := range c.TrustedCIDRs {
 		path := fmt.Sprintf("trustedCIDRs[%d]", i)
-		pfx, err := ParseCIDR(s)
+		pfx, err := items.ParseCIDR(s)
 		if err != nil {
 			p.Addf(path, "%v", err)
 			continue
@@ -100,23 +100,6 @@ func (c *ClientIP) Validate() error {
 	}
 	items.RequireSomething(&p, c)
 	return p.Err()
-}
-
-// ParseCIDR reads an address range. A bare address is a range of one (/32
-// or /128); a range with host bits set is refused, since it most likely
-// names the wrong range.
-func ParseCIDR(s string) (netip.Prefix, error) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return netip.PrefixFrom(a, a.BitLen()), nil
-	}
-	pfx, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("must be an address range such as 10.0.0.0/8 or 2001:db8::/32, got %q", s)
-	}
-	if pfx.Masked() != pfx {
-		return netip.Prefix{}, fmt.Errorf("%s has host bits set; did you mean %s?", s, pfx.Masked())
-	}
-	return pfx, nil
 }
 
 // ContextLimits implements items.ContextLimiter: PROXY protocol on a
@@ -155,7 +138,7 @@ func (c *ClientIP) Build() ([]envoyfilter.Patch, error) {
 	if len(c.TrustedCIDRs) > 0 {
 		cidrs := &xffv3.XffTrustedCidrs{}
 		for _, s := range c.TrustedCIDRs {
-			pfx, err := ParseCIDR(s)
+			pfx, err := items.ParseCIDR(s)
 			if err != nil {
 				return nil, err
 			}

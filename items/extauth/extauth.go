@@ -220,23 +220,11 @@ func init() {
 
 // Ranges implements items.Ranger.
 func (*ExtAuth) Ranges() []items.Range {
-	r := statuses("failureStatus")
+	r := items.ErrorStatuses("failureStatus")
 	r.Why = "the codes from 400 Envoy knows: a failed check is no success"
 	t := items.DurationRange("timeout", time.Millisecond, MaxTimeout)
 	t.Why = "every request waits for the check"
 	return []items.Range{r, t}
-}
-
-// statuses are the codes from 400 Envoy's HttpStatus knows.
-func statuses(path string) items.Range {
-	var codes []float64
-	for c := range typev3.StatusCode_name {
-		if c >= 400 {
-			codes = append(codes, float64(c))
-		}
-	}
-	slices.Sort(codes)
-	return items.OneOf(path, codes...)
 }
 
 // Texts implements items.Texter.

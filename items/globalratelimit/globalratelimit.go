@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -187,25 +186,13 @@ func init() {
 // Ranges implements items.Ranger.
 func (*GlobalRateLimit) Ranges() []items.Range {
 	return []items.Range{
-		statuses("statusCode"),
-		statuses("failureStatus"),
+		items.ErrorStatuses("statusCode"),
+		items.ErrorStatuses("failureStatus"),
 		items.DurationRange("timeout", time.Millisecond, MaxTimeout),
 		items.AtLeast("limits.*.requests", 1),
 		{Path: "limits.*.perClientSubnet.ipv4", Min: 1, Max: 32},
 		{Path: "limits.*.perClientSubnet.ipv6", Min: 1, Max: 128},
 	}
-}
-
-// statuses are the codes from 400 Envoy's HttpStatus knows.
-func statuses(path string) items.Range {
-	var codes []float64
-	for c := range typev3.StatusCode_name {
-		if c >= 400 {
-			codes = append(codes, float64(c))
-		}
-	}
-	slices.Sort(codes)
-	return items.OneOf(path, codes...)
 }
 
 // Texts implements items.Texter.
@@ -330,26 +317,10 @@ func (l Limit) validate(p *items.Problems, at string) {
 		p.Addf(at+".except", "has %d ranges; at most %d", len(l.Except), MaxExcept)
 	}
 	for i, s := range l.Except {
-		if _, err := parseRange(s); err != nil {
+		if _, err := items.ParseCIDR(s); err != nil {
 			p.Addf(fmt.Sprintf("%s.except[%d]", at, i), "%v", err)
 		}
 	}
-}
-
-// parseRange reads an address range: a CIDR without host bits, or one
-// address.
-func parseRange(s string) (netip.Prefix, error) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return netip.PrefixFrom(a, a.BitLen()), nil
-	}
-	pfx, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("must be an address range such as 10.0.0.0/8 or 2001:db8::/32, got %q", s)
-	}
-	if pfx.Masked() != pfx {
-		return netip.Prefix{}, fmt.Errorf("%s has host bits set; did you mean %s?", s, pfx.Masked())
-	}
-	return pfx, nil
 }
 
 // pathRegex is the regex of a path prefix of whole segments: the prefix
@@ -486,7 +457,7 @@ func (l Limit) rateLimit(name string) (*routev3.RateLimit, error) {
 	if len(l.Except) > 0 {
 		var ranges []*xdscorev3.CidrRange
 		for _, s := range l.Except {
-			pfx, err := parseRange(s)
+			pfx, err := items.ParseCIDR(s)
 			if err != nil {
 				return nil, err
 			}

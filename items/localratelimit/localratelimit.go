@@ -181,14 +181,7 @@ func fillFloor(path string) items.Range {
 // StatusCode enum defines (HttpStatus refuses others; below 400 Envoy
 // answers 429 instead).
 var statusCodes = func() items.Range {
-	var codes []float64
-	for c := range typev3.StatusCode_name {
-		if c >= MinStatusCode {
-			codes = append(codes, float64(c))
-		}
-	}
-	slices.Sort(codes)
-	r := items.OneOf("statusCode", codes...)
+	r := items.ErrorStatuses("statusCode")
 	r.Why = fmt.Sprintf("the codes from %d Envoy knows (below %d it answers 429 instead)", MinStatusCode, MinStatusCode)
 	return r
 }()

@@ -67,10 +67,14 @@ func ExpectedFromPods(pods []*corev1.Pod) []Expected {
 }
 
 // sync is a ProxySync that names e, for Scope.Reaches.
-func (e Expected) sync() ProxySync {
+func (e Expected) sync() ProxySync { return syncOf(e.Kind, e.Name) }
+
+// syncOf is a ProxySync that names a proxy of kind ("gateway" or
+// "sidecar") and name (POD.NAMESPACE), for Scope.Reaches.
+func syncOf(kind, name string) ProxySync {
 	t := "sidecar"
-	if e.Kind == "gateway" {
+	if kind == "gateway" {
 		t = "router"
 	}
-	return ProxySync{ProxyID: t + "~~" + e.Name + "~", ProxyType: t}
+	return ProxySync{ProxyID: t + "~~" + name + "~", ProxyType: t}
 }

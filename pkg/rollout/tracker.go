@@ -345,13 +345,7 @@ type FleetProxy struct {
 	Istiod string
 }
 
-func (p FleetProxy) sync() ProxySync {
-	t := "sidecar"
-	if p.Kind == "gateway" {
-		t = "router"
-	}
-	return ProxySync{ProxyID: t + "~~" + p.Name + "~", ProxyType: t}
-}
+func (p FleetProxy) sync() ProxySync { return syncOf(p.Kind, p.Name) }
 
 // Proxies asks every istiod at once for its connected proxies with their
 // labels, and adds the running pods with a proxy no istiod reports. The

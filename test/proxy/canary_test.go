@@ -59,8 +59,9 @@ func hasHTTPFilter(ctx context.Context, t *testing.T, g *gw, name string) bool {
 	return bytes.Contains(body, []byte(`"name": "`+name+`"`)) || bytes.Contains(body, []byte(`"name":"`+name+`"`))
 }
 
-// waitStatus waits until the status satisfies cond.
-func waitStatus(ctx context.Context, t *testing.T, what string, bound time.Duration, cond func(*status.Status) bool) *status.Status {
+// waitStatus waits until the status satisfies cond (for tests and
+// benchmarks).
+func waitStatus(ctx context.Context, t testing.TB, what string, bound time.Duration, cond func(*status.Status) bool) *status.Status {
 	t.Helper()
 	var last *status.Status
 	var lastErr error

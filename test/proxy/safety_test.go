@@ -56,7 +56,7 @@ func startFirst(ctx context.Context, t testing.TB, doc string, args ...string) *
 		args = append(args, "--istiod-debug-url=http://"+istiod.HTTPAddr)
 	}
 	ctl := startController(ctx, t, append([]string{"--rollout-timeout=15s"}, args...)...)
-	waitStatusTB(ctx, t, "the first set applied directly", canaryBound, func(s *status.Status) bool {
+	waitStatus(ctx, t, "the first set applied directly", canaryBound, func(s *status.Status) bool {
 		return s.State == status.Applied && s.Canary == nil && s.Rollout != nil && s.Rollout.Synced >= 2 && s.Rollout.Pending == 0
 	})
 	return ctl
@@ -376,18 +376,4 @@ func TestTrafficGate(t *testing.T) {
 		}
 		t.Logf("promoted %v after the edit (bake time %v): %s", time.Since(edited).Round(time.Millisecond), bake, r.Message)
 	})
-}
-
-// waitStatusTB is waitStatus for tests and benchmarks.
-func waitStatusTB(ctx context.Context, t testing.TB, what string, bound time.Duration, cond func(*status.Status) bool) *status.Status {
-	t.Helper()
-	var last *status.Status
-	var lastErr error
-	if !harness.Eventually(ctx, bound, func() bool {
-		last, lastErr = cluster.Status(ctx)
-		return lastErr == nil && cond(last)
-	}) {
-		t.Fatalf("%s: not within %v; last %+v (%v)", what, bound, last, lastErr)
-	}
-	return last
 }
