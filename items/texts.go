@@ -254,3 +254,34 @@ func CheckProxyFile(p *Problems, at, file string) {
 	}
 	p.Addf(at, "%s can't be written by an Istio proxy, whose root filesystem is read-only, so Envoy would refuse every listener that logs to it; use /dev/stdout (what kubectl logs shows), /dev/stderr, or a file under %s (to keep logs on a volume of your own, mount it there)", file, strings.Join(ProxyWritable, " or "))
 }
+
+// EachText calls f with every non-empty value of every declared text key of
+// it, and with every key of a map whose keys are declared, with its path
+// and kind. The renderer uses it to name the key an emitted value came
+// from.
+func EachText(it Texter, f func(at string, kind TextKind, value string)) {
+	v := reflect.ValueOf(it)
+	for _, t := range it.Texts() {
+		keys := Range{Path: t.Path}.Keys()
+		if t.Key != "" {
+			eachValue(v, keys[:len(keys)-1], "", func(at string, m reflect.Value) {
+				if m.Kind() != reflect.Map {
+					return
+				}
+				for _, k := range sortedKeys(m) {
+					if k != "" {
+						f(fielderr.Key(at, k), t.Key, k)
+					}
+				}
+			})
+		}
+		if t.Kind == "" {
+			continue
+		}
+		eachValue(v, keys, "", func(at string, s reflect.Value) {
+			if s.Kind() == reflect.String && s.String() != "" {
+				f(at, t.Kind, s.String())
+			}
+		})
+	}
+}

@@ -135,6 +135,9 @@ func (m *Renderer) Build(doc *document.Document) Result {
 // Istio release of its target's fleet: a Versioned item's patches may
 // differ by release, and a format string or header value an older Envoy
 // refuses (items.TextsFor) is refused for the releases that have it.
+// What it builds for each release is checked as that release's Envoy
+// reads it (pkg/emitcheck): a regex, format string, header or file an item
+// made from the document is held to the rules its input is.
 func build(s document.Section) (*envoyfilter.Object, error) {
 	texts, _ := s.Item.(items.Texter)
 	v, versioned := s.Item.(items.Versioned)
@@ -146,6 +149,7 @@ func build(s document.Section) (*envoyfilter.Object, error) {
 		}
 	}
 	empty := true
+	emit := newEmitted(s.Item)
 	obj, err := envoyfilter.NewVersionedObject(s.Name, s.Placement, s.Target, func(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 		if texts != nil {
 			if err := items.TextsFor(texts, r.Envoy); err != nil {
@@ -155,10 +159,13 @@ func build(s document.Section) (*envoyfilter.Object, error) {
 		}
 		if !versioned {
 			empty = false
-			return fixed, nil
+			return fixed, emit.check(fixed, r)
 		}
 		patches, err := v.BuildFor(r)
 		empty = empty && err == nil && len(patches) == 0
+		if err == nil {
+			err = emit.check(patches, r)
+		}
 		return patches, err
 	})
 	if empty && versioned {
