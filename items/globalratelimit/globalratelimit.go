@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -66,8 +67,11 @@ const (
 	// MaxExcept bounds each limit's except list: Envoy tries the ranges
 	// one by one on every request.
 	MaxExcept = 256
-	// MaxHosts bounds each limit's match.hosts.
-	MaxHosts = 64
+	// MaxHosts bounds each limit's match.hosts, and MaxMethods its
+	// match.methods: a list too long for one of Envoy's regexes becomes
+	// several, each tried on every request.
+	MaxHosts   = 64
+	MaxMethods = 32
 )
 
 // The descriptor keys the actions write, in the order of a descriptor's
@@ -131,8 +135,8 @@ type Subnet struct {
 // Match selects the requests a limit counts.
 type Match struct {
 	PathPrefix string   `json:"pathPrefix" doc:"A path prefix of whole segments: /api counts /api and /api/v1, not /apis. The path as the connection manager normalized it (see hardening)."`
-	Hosts      []string `json:"hosts" doc:"Host names (the request's :authority, without its port, compared ignoring case), e.g. api.example.com."`
-	Methods    []string `json:"methods" doc:"HTTP methods, upper case, e.g. [POST, PUT]."`
+	Hosts      []string `json:"hosts" doc:"Host names (the request's :authority, without its port, compared ignoring case), e.g. api.example.com; at most 64. A list too long for one of Envoy's regexes is matched by several, still counted as one limit."`
+	Methods    []string `json:"methods" doc:"HTTP methods, upper case, e.g. [POST, PUT]; at most 32. A list too long for one of Envoy's regexes is matched by several, still counted as one limit."`
 }
 
 // FailureMode is what happens when the service can't answer.
@@ -302,9 +306,43 @@ func (l Limit) validate(p *items.Problems, at string) {
 				p.Addf(fmt.Sprintf("%s.match.hosts[%d]", at, i), "must be a host name: %s", msg)
 			}
 		}
+		if len(m.Methods) > MaxMethods {
+			p.Addf(at+".match.methods", "has %d methods; at most %d", len(m.Methods), MaxMethods)
+		}
+		hostsOK, methodsOK := len(m.Hosts) <= MaxHosts, len(m.Methods) <= MaxMethods
+		hostAt := map[string]int{}
+		for i, h := range m.Hosts {
+			if j, ok := hostAt[strings.ToLower(h)]; ok {
+				p.Addf(fmt.Sprintf("%s.match.hosts[%d]", at, i), "repeats hosts[%d] (host names compare ignoring case); remove one", j)
+				hostsOK = false
+				continue
+			}
+			hostAt[strings.ToLower(h)] = i
+		}
+		methodAt := map[string]int{}
 		for i, mth := range m.Methods {
 			if !method.MatchString(mth) {
 				p.Addf(fmt.Sprintf("%s.match.methods[%d]", at, i), "must be an HTTP method in upper case, such as GET or POST (methods are compared exactly), got %q", mth)
+				methodsOK = false
+				continue
+			}
+			if j, ok := methodAt[mth]; ok {
+				p.Addf(fmt.Sprintf("%s.match.methods[%d]", at, i), "repeats methods[%d]; remove one", j)
+				methodsOK = false
+				continue
+			}
+			methodAt[mth] = i
+		}
+		// A list too long for one regex is split (rateLimits); an entry
+		// too long alone can't be.
+		if hostsOK {
+			if _, i, err := matchRegexes(m.Hosts, hostRegex); err != nil {
+				p.Addf(fmt.Sprintf("%s.match.hosts[%d]", at, i), "%v", err)
+			}
+		}
+		if methodsOK {
+			if _, i, err := matchRegexes(m.Methods, methodRegex); err != nil {
+				p.Addf(fmt.Sprintf("%s.match.methods[%d]", at, i), "%v", err)
 			}
 		}
 		if m.PathPrefix != "" {
@@ -360,11 +398,12 @@ func (g *GlobalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, 
 			p.Addf(fielderr.Key("limits", name)+".except", "%s", items.NeedsMsg(remoteAddressMatch))
 			continue
 		}
-		rl, err := l.rateLimit(name)
+		rls, err := l.rateLimits(name)
 		if err != nil {
-			return nil, err
+			p.Add(fielderr.Key("limits", name), err)
+			continue
 		}
-		rateLimits = append(rateLimits, rl)
+		rateLimits = append(rateLimits, rls...)
 	}
 	if err := p.Err(); err != nil {
 		return nil, err
@@ -414,46 +453,19 @@ func (l Limit) Descriptor(name string) string {
 	return name + "." + hex.EncodeToString(sum[:])[:descriptorHashes]
 }
 
-// rateLimit is the filter's actions for the limit: each writes one entry
-// of the descriptor, in the order the service's descriptors nest.
-func (l Limit) rateLimit(name string) (*routev3.RateLimit, error) {
-	actions := []*routev3.RateLimit_Action{{ActionSpecifier: &routev3.RateLimit_Action_GenericKey_{GenericKey: &routev3.RateLimit_Action_GenericKey{
+// rateLimits are the filter's rate limits for the limit: each action
+// writes one entry of the descriptor, in the order the service's
+// descriptors nest. A host or method list whose regex would be over
+// Envoy's limit is split into groups that each fit (matchRegexes), and the
+// limit becomes one rate limit per combination of groups: a request
+// matches at most one of them (its :authority one host, its method one
+// method), and all of them write the same descriptor, so the limit keeps
+// one count at the service.
+func (l Limit) rateLimits(name string) ([]*routev3.RateLimit, error) {
+	head := []*routev3.RateLimit_Action{{ActionSpecifier: &routev3.RateLimit_Action_GenericKey_{GenericKey: &routev3.RateLimit_Action_GenericKey{
 		DescriptorKey: KeyLimit, DescriptorValue: l.Descriptor(name),
 	}}}}
-	if m := l.Match; m != nil {
-		var headers []*routev3.HeaderMatcher
-		if m.PathPrefix != "" {
-			re, err := pathRegex(m.PathPrefix)
-			if err != nil {
-				return nil, err
-			}
-			headers = append(headers, &routev3.HeaderMatcher{Name: ":path", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
-				StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}},
-			}})
-		}
-		if len(m.Hosts) > 0 {
-			alts := make([]string, len(m.Hosts))
-			for i, h := range m.Hosts {
-				alts[i] = regexp.QuoteMeta(h)
-			}
-			// :authority may carry a port; hosts compare ignoring case.
-			headers = append(headers, &routev3.HeaderMatcher{Name: ":authority", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
-				StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{
-					Regex: "(?i)^(?:" + strings.Join(alts, "|") + `)(?::[0-9]+)?$`,
-				}}},
-			}})
-		}
-		if len(m.Methods) > 0 {
-			headers = append(headers, &routev3.HeaderMatcher{Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
-				StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{
-					Regex: "^(?:" + strings.Join(m.Methods, "|") + ")$",
-				}}},
-			}})
-		}
-		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_HeaderValueMatch_{HeaderValueMatch: &routev3.RateLimit_Action_HeaderValueMatch{
-			DescriptorKey: KeyMatch, DescriptorValue: matchValue, ExpectMatch: wrapperspb.Bool(true), Headers: headers,
-		}}})
-	}
+	var tail []*routev3.RateLimit_Action
 	if len(l.Except) > 0 {
 		var ranges []*xdscorev3.CidrRange
 		for _, s := range l.Except {
@@ -464,24 +476,112 @@ func (l Limit) rateLimit(name string) (*routev3.RateLimit, error) {
 			ranges = append(ranges, &xdscorev3.CidrRange{AddressPrefix: pfx.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(pfx.Bits()))})
 		}
 		// Applied, and so counted, only outside the ranges.
-		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddressMatch_{RemoteAddressMatch: &routev3.RateLimit_Action_RemoteAddressMatch{
+		tail = append(tail, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddressMatch_{RemoteAddressMatch: &routev3.RateLimit_Action_RemoteAddressMatch{
 			DescriptorKey: KeyExcept, DescriptorValue: outsideValue,
 			AddressMatcher: &matcherv3.AddressMatcher{Ranges: ranges, InvertMatch: true},
 		}}})
 	}
 	switch {
 	case l.PerClient:
-		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddress_{RemoteAddress: &routev3.RateLimit_Action_RemoteAddress{}}})
+		tail = append(tail, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddress_{RemoteAddress: &routev3.RateLimit_Action_RemoteAddress{}}})
 	case l.PerClientSubnet != nil:
-		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_MaskedRemoteAddress_{MaskedRemoteAddress: &routev3.RateLimit_Action_MaskedRemoteAddress{
+		tail = append(tail, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_MaskedRemoteAddress_{MaskedRemoteAddress: &routev3.RateLimit_Action_MaskedRemoteAddress{
 			V4PrefixMaskLen: wrapperspb.UInt32(l.PerClientSubnet.v4()), V6PrefixMaskLen: wrapperspb.UInt32(l.PerClientSubnet.v6()),
 		}}})
 	case l.PerHeader != "":
-		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RequestHeaders_{RequestHeaders: &routev3.RateLimit_Action_RequestHeaders{
+		tail = append(tail, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RequestHeaders_{RequestHeaders: &routev3.RateLimit_Action_RequestHeaders{
 			HeaderName: strings.ToLower(l.PerHeader), DescriptorKey: KeyHeader,
 		}}})
 	}
-	return &routev3.RateLimit{Actions: actions}, nil
+	m := l.Match
+	if m == nil {
+		return []*routev3.RateLimit{{Actions: slices.Concat(head, tail)}}, nil
+	}
+	// Each combination of a host group and a method group (nil: no
+	// condition on that header).
+	var path *routev3.HeaderMatcher
+	if m.PathPrefix != "" {
+		re, err := pathRegex(m.PathPrefix)
+		if err != nil {
+			return nil, err
+		}
+		path = regexHeader(":path", re)
+	}
+	hostREs, i, err := matchRegexes(m.Hosts, hostRegex)
+	if err != nil {
+		return nil, &fielderr.Error{Path: fmt.Sprintf("match.hosts[%d]", i), Msg: err.Error()}
+	}
+	methodREs, i, err := matchRegexes(m.Methods, methodRegex)
+	if err != nil {
+		return nil, &fielderr.Error{Path: fmt.Sprintf("match.methods[%d]", i), Msg: err.Error()}
+	}
+	var out []*routev3.RateLimit
+	for _, hostRE := range hostREs {
+		for _, methodRE := range methodREs {
+			var headers []*routev3.HeaderMatcher
+			if path != nil {
+				headers = append(headers, path)
+			}
+			if hostRE != "" {
+				headers = append(headers, regexHeader(":authority", hostRE))
+			}
+			if methodRE != "" {
+				headers = append(headers, regexHeader(":method", methodRE))
+			}
+			match := &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_HeaderValueMatch_{HeaderValueMatch: &routev3.RateLimit_Action_HeaderValueMatch{
+				DescriptorKey: KeyMatch, DescriptorValue: matchValue, ExpectMatch: wrapperspb.Bool(true), Headers: headers,
+			}}}
+			out = append(out, &routev3.RateLimit{Actions: slices.Concat(head, []*routev3.RateLimit_Action{match}, tail)})
+		}
+	}
+	return out, nil
+}
+
+func regexHeader(name, re string) *routev3.HeaderMatcher {
+	return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+		StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}},
+	}}
+}
+
+// hostRegex matches a request's :authority against hosts: it may carry a
+// port, and host names compare ignoring case.
+func hostRegex(hosts []string) string {
+	alts := make([]string, len(hosts))
+	for i, h := range hosts {
+		alts[i] = regexp.QuoteMeta(h)
+	}
+	return "(?i)^(?:" + strings.Join(alts, "|") + `)(?::[0-9]+)?$`
+}
+
+// methodRegex matches a request's method against methods, exactly.
+func methodRegex(methods []string) string {
+	return "^(?:" + strings.Join(methods, "|") + ")$"
+}
+
+// matchRegexes are the regexes that together match list (one element:
+// "" when list is empty), each within Envoy's RE2 limit in every dialect
+// (a fleet may run several Envoy releases): one while the whole list fits,
+// else the fewest groups that each fit. An element that can't be matched
+// even alone is an error, with its index.
+func matchRegexes(list []string, build func([]string) string) ([]string, int, error) {
+	if len(list) == 0 {
+		return []string{""}, 0, nil
+	}
+	groups, err := re2.SplitAlternatives(list, build, re2.CheckAll)
+	var alt *re2.AlternativeError
+	switch {
+	case errors.As(err, &alt) && alt.Err != nil:
+		return nil, alt.Index, fmt.Errorf("Envoy's RE2 refuses the regex globalconfig builds from it: %v", alt.Err)
+	case errors.As(err, &alt):
+		return nil, alt.Index, fmt.Errorf("is too long: the regex globalconfig builds from it alone has an RE2 program size of %d, over Envoy's limit of %d (re2.max_program_size; Envoy 1.36 to 1.38 also match k and s as the Kelvin and long s signs, which costs more), so no proxy would load it", alt.Size, re2.MaxProgramSize)
+	case err != nil:
+		return nil, 0, err
+	}
+	out := make([]string, len(groups))
+	for i, g := range groups {
+		out[i] = build(g)
+	}
+	return out, 0, nil
 }
 
 // Default subnet prefix lengths: a /24 is commonly one site or customer,
