@@ -225,19 +225,26 @@ func CheckURLPath(p *Problems, at, v string) {
 	}
 }
 
-// ProxyWritable are the places an Istio proxy can write a file: its
-// container's root filesystem is read-only, and Istio mounts these
-// emptyDirs (the sidecar and gateway injection templates), besides its
-// standard output and error.
+// ProxyWritable are the folders an Istio proxy can write a file in: its
+// container's root filesystem is read-only, and Istio's sidecar and
+// gateway injection templates mount emptyDirs here (istio-data and
+// istio-envoy), with nothing in them that Envoy could create a folder in
+// before it opens its logs.
 var ProxyWritable = []string{"/var/lib/istio/data/", "/etc/istio/proxy/"}
 
 // proxyStreams are the files a proxy can always write.
 var proxyStreams = []string{"/dev/stdout", "/dev/stderr", "/dev/null"}
 
+// NameMax is the longest file or folder name Linux takes (NAME_MAX), in
+// bytes: Envoy can't open a file with a longer path part.
+const NameMax = 255
+
 // CheckProxyFile is the rule for a file the proxy writes: Envoy opens it
 // when it loads the listener, and refuses the listener when it can't, so
-// it must be the proxy's standard output or error, or a file in a
-// directory Istio makes writable (ProxyWritable).
+// it must be the proxy's standard output or error, or a file directly in
+// a folder Istio makes writable (ProxyWritable): Envoy creates no folder,
+// and the proxy has no other. Every part of the path must be a name
+// Linux takes (at most NameMax bytes).
 func CheckProxyFile(p *Problems, at, file string) {
 	if slices.Contains(proxyStreams, file) {
 		return
@@ -247,12 +254,23 @@ func CheckProxyFile(p *Problems, at, file string) {
 		p.Addf(at, "must be an absolute, clean file path, got %q", file)
 		return
 	}
-	for _, dir := range ProxyWritable {
-		if strings.HasPrefix(file, dir) && len(file) > len(dir) {
+	for _, part := range strings.Split(file[1:], "/") {
+		if len(part) > NameMax {
+			p.Addf(at, "has a part of %d bytes (%.20q…); Linux takes names of at most %d bytes, so Envoy could not open the file and would refuse every listener that logs to it", len(part), part, NameMax)
 			return
 		}
 	}
-	p.Addf(at, "%s can't be written by an Istio proxy, whose root filesystem is read-only, so Envoy would refuse every listener that logs to it; use /dev/stdout (what kubectl logs shows), /dev/stderr, or a file under %s (to keep logs on a volume of your own, mount it there)", file, strings.Join(ProxyWritable, " or "))
+	dir, name := path.Split(file)
+	if slices.Contains(ProxyWritable, dir) && name != "" {
+		return
+	}
+	for _, d := range ProxyWritable {
+		if strings.HasPrefix(file, d) && len(file) > len(d) {
+			p.Addf(at, "%s is in a folder an Istio proxy doesn't have (%s): Envoy creates no folders, so it would refuse every listener that logs to it; write the file directly in %s, or use /dev/stdout (what kubectl logs shows)", file, strings.TrimSuffix(dir, "/"), strings.Join(ProxyWritable, " or "))
+			return
+		}
+	}
+	p.Addf(at, "%s can't be written by an Istio proxy, whose root filesystem is read-only, so Envoy would refuse every listener that logs to it; use /dev/stdout (what kubectl logs shows), /dev/stderr, or a file directly in %s (to keep logs on a volume of your own, mount it there)", file, strings.Join(ProxyWritable, " or "))
 }
 
 // EachText calls f with every non-empty value of every declared text key of

@@ -33,7 +33,7 @@ const (
 // AccessLog is the `accessLog` section.
 type AccessLog struct {
 	items.Toggle
-	Path          string            `json:"path" doc:"File the proxy writes to (default /dev/stdout): /dev/stdout, /dev/stderr, or a file under /var/lib/istio/data/ or /etc/istio/proxy/, the places an Istio proxy can write (its root filesystem is read-only)."`
+	Path          string            `json:"path" doc:"File the proxy writes to (default /dev/stdout): /dev/stdout, /dev/stderr, or a file directly in /var/lib/istio/data/ or /etc/istio/proxy/, the folders an Istio proxy can write (its root filesystem is read-only, and Envoy creates no folders)."`
 	Format        string            `json:"format" doc:"Text format with Envoy command operators, e.g. \"[%START_TIME%] %REQ(:METHOD)% %RESPONSE_CODE%\\n\"; Envoy's default format when neither format nor json is given."`
 	JSON          map[string]string `json:"json" doc:"JSON log lines: field name → Envoy command operator, e.g. status: \"%RESPONSE_CODE%\"."`
 	MinStatusCode *uint32           `json:"minStatusCode" doc:"Log only responses with at least this status code, e.g. 400 (status_code_filter GE)."`
