@@ -56,6 +56,12 @@ const (
 	// items check them (they read them), the kinds say what to generate.
 	TextCIDR      TextKind = "cidr"
 	TextMediaType TextKind = "mediaType"
+	// TextHostName is a host name a request's :authority is compared
+	// with, and TextMethod an HTTP method; their items check them and
+	// build matchers from whole lists of them (test/agreement generates
+	// realistic lists, long ones too).
+	TextHostName TextKind = "hostName"
+	TextMethod   TextKind = "method"
 	// TextPlain is text Envoy uses as it is (a tag value, a name).
 	TextPlain TextKind = "plain"
 )

@@ -206,8 +206,8 @@ func (*GlobalRateLimit) Texts() []items.Text {
 		{Path: "limits.*", Key: items.TextPlain},
 		{Path: "limits.*.perHeader", Kind: items.TextHeaderRead},
 		{Path: "limits.*.match.pathPrefix", Kind: items.TextURLPath},
-		{Path: "limits.*.match.hosts[]", Kind: items.TextPlain},
-		{Path: "limits.*.match.methods[]", Kind: items.TextPlain},
+		{Path: "limits.*.match.hosts[]", Kind: items.TextHostName},
+		{Path: "limits.*.match.methods[]", Kind: items.TextMethod},
 		{Path: "limits.*.except[]", Kind: items.TextCIDR},
 	}
 }

@@ -83,6 +83,7 @@ var deliberate = []struct {
 	rule(`globalRateLimit\.domain|globalRateLimit\.limits\.\S+`, `must be 1 to 63 letters|a limit's name must be`, "the domain and a limit's name are parts of the rate-limit service's counter keys: kept to letters, digits and a few marks"),
 	rule(`globalRateLimit\.limits\.[^.]+\.requests`, `must be at least 1`, "0 requests a unit refuses every request the limit counts: a block, not a limit (ipAccess or a route says that plainly)"),
 	rule(`globalRateLimit\.limits\.[^.]+\.match\.hosts\[\d+\]`, `must be a host name`, "a request's :authority is a host name (and port): an entry that is none never matches"),
+	rule(`globalRateLimit\.limits\.[^.]+\.match\.(hosts|methods)`, `hosts; at most|methods; at most`, "a list too long for one regex becomes several, each tried on every request: globalconfig bounds them"),
 	rule(`globalRateLimit\.timeout`, `must be between 1ms and 10s`, "every counted request waits for the service that long: globalconfig bounds it"),
 	rule(`hardening\.mergeSlashes`, `only true can be set`, "an EnvoyFilter MERGE can't turn it off (false is the default a merge leaves alone): the author's false would do nothing"),
 	rule(`extAuth\.service`, `short Service name|lacks the cluster domain|must be a service host name`,

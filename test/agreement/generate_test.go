@@ -235,6 +235,14 @@ func (g *generator) mutate(doc *yaml.Node, name string) string {
 		m.Content = append(m.Content, value, v)
 		return fmt.Sprintf("%s.%s: add key %q", name, l.path, value.Value)
 	}
+	if (l.text == items.TextHostName || l.text == items.TextMethod) && strings.HasSuffix(l.path, "[]") && g.rng.IntN(2) == 0 {
+		// A whole list, as users write them: items build one matcher
+		// from it, which must fit Envoy's limits however long it is.
+		list := g.list(l.text)
+		target := ensure(section, keys[:len(keys)-1], g)
+		*target = *list
+		return fmt.Sprintf("%s.%s = %d entries %s", name, strings.TrimSuffix(l.path, "[]"), len(list.Content), describe(list))
+	}
 	target := ensure(section, keys, g)
 	*target = *value
 	return fmt.Sprintf("%s.%s = %s", name, l.path, describe(value))
@@ -360,10 +368,103 @@ func (g *generator) text(k items.TextKind) string {
 	case items.TextCIDR:
 		return pickOne(g, []string{"10.0.0.0/8", "192.168.1.0/24", "203.0.113.7", "2001:db8::/32", "::1", "10.0.0.1/8", "0.0.0.0/0",
 			"::/0", "256.1.1.1", "10.0.0.0/33", "fe80::1%eth0", "1.2.3.4/32"})
+	case items.TextHostName:
+		if g.rng.IntN(4) == 0 {
+			return pickOne(g, []string{"API.Example.com", "api.example.com:8443", "*.example.com", "example", "-bad.example.com", "a_b.example.com", "xn--bcher-kva.example", "", "api.example.com.", strings.Repeat("a", 64) + ".example.com"})
+		}
+		return pickOne(g, realisticHosts)
+	case items.TextMethod:
+		if g.rng.IntN(4) == 0 {
+			return pickOne(g, []string{"get", "Post", "BREW", "M-SEARCH", "", "GET POST", "X_CUSTOM"})
+		}
+		return pickOne(g, realisticMethods)
 	case items.TextMediaType:
 		return pickOne(g, []string{"text/html", "application/json", "text/plain; charset=utf-8", "Text/HTML", "text/*", "*/*", "application/problem+json", "bad", "text/html,text/css"})
 	}
 	return pickOne(g, []string{"edge", "gateway", "x", "", " ", "é", "a\tb", strings.Repeat("y", 300), "50%", "%%", "TLS_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "P-256", "X25519"})
+}
+
+// realisticHosts and realisticMethods are what users list in a match:
+// ordinary host names (six of them already make a regex over Envoy's
+// limit) and the methods of HTTP and WebDAV (twenty do too).
+var (
+	realisticHosts = []string{"api.example.com", "www.example.com", "shop.example.com", "checkout.example.com", "accounts.example.com",
+		"login.example.com", "example.com", "admin.example.com", "static.example.com", "cdn.example.com", "m.example.com", "app.example.org",
+		"payments.eu-west-1.example.net", "auth.internal.example.com", "grafana.ops.example.com", "status.example.io",
+		"customer-portal.production.example.com", "api-v2.example.com", "search.example.com", "docs.example.com", "blog.example.com",
+		"mail.example.com", "kafka-ui.platform.example.com", "s3.backup.example.com", "k8s.example.com", "sso.example.co.uk"}
+	realisticMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PROPFIND", "PROPPATCH",
+		"MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "REPORT", "SEARCH", "PURGE", "LINK", "UNLINK", "MKCALENDAR", "ACL", "BIND", "REBIND",
+		"UNBIND", "CHECKOUT", "CHECKIN", "UPDATE", "LABEL", "MERGE", "ORDERPATCH", "MKACTIVITY", "VERSION-CONTROL", "BASELINE-CONTROL"}
+)
+
+// listDocument makes a document of one of item name's seeds with each of
+// its host and method lists replaced by a generated list: what users
+// write in them, long ones included.
+func (g *generator) listDocument(name string) generated {
+	s := g.pick(name)
+	doc := clone(s.doc)
+	gen := generated{item: name, how: []string{"seed " + name + "/" + s.file}}
+	section := mappingValue(doc, name)
+	for _, l := range g.leaves[name] {
+		if (l.text != items.TextHostName && l.text != items.TextMethod) || !strings.HasSuffix(l.path, "[]") {
+			continue
+		}
+		keys := items.Range{Path: l.path}.Keys()
+		list := g.list(l.text)
+		*ensure(section, keys[:len(keys)-1], g) = *list
+		gen.how = append(gen.how, fmt.Sprintf("%s.%s = %d entries %s", name, strings.TrimSuffix(l.path, "[]"), len(list.Content), describe(list)))
+	}
+	out, err := yaml.Marshal(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{doc}})
+	if err != nil {
+		panic(err)
+	}
+	gen.src = out
+	return gen
+}
+
+// listItems are the items with a host or method list.
+func (g *generator) listItems() []string {
+	var out []string
+	for _, name := range g.names {
+		for _, l := range g.leaves[name] {
+			if l.text == items.TextHostName || l.text == items.TextMethod {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// list makes a list of kind k as users write it: mostly distinct entries,
+// short or long (past what one regex holds, sometimes past the item's
+// bound), now and then with a repeat or a mistake.
+func (g *generator) list(k items.TextKind) *yaml.Node {
+	pool := realisticHosts
+	if k == items.TextMethod {
+		pool = realisticMethods
+	}
+	n := pickOne(g, []int{1, 2, 3, 5, 6, 8, 12, 20, len(pool)})
+	perm := g.rng.Perm(len(pool))
+	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, i := range perm[:n] {
+		seq.Content = append(seq.Content, str(pool[i]))
+	}
+	switch g.rng.IntN(8) {
+	case 0:
+		seq.Content = append(seq.Content, str(seq.Content[0].Value))
+	case 1:
+		seq.Content = append(seq.Content, str(g.text(k)))
+	case 2:
+		if k == items.TextHostName {
+			// Past the bound of 64 hosts.
+			for i := range 70 - n {
+				seq.Content = append(seq.Content, str(fmt.Sprintf("h%d.example.com", i)))
+			}
+		}
+	}
+	return seq
 }
 
 // operators are a sample of Envoy's command operators as users write them,
