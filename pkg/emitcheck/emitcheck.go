@@ -23,6 +23,7 @@ package emitcheck
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -113,10 +114,7 @@ func walk(m protoreflect.Message, via protoreflect.Name, out *[]Value) {
 	case fileAccessLog:
 		*out = append(*out, Value{ProxyFile, m.Get(d.Fields().ByName("path")).String()})
 	case anyMessage:
-		inner, err := unpack(m)
-		if err == nil && inner != nil {
-			walk(inner.ProtoReflect(), via, out)
-		}
+		*out = append(*out, anyValues(m, via)...)
 		return
 	}
 	if !mayHold(d) {
@@ -190,15 +188,67 @@ func structStrings(v *structpb.Value, out *[]Value) {
 	}
 }
 
-// unpack is the message an Any holds; nil for a type this binary doesn't
-// link (Istio's private filters as TypedStruct are linked: xds/udpa types
-// hold no values with a rule).
-func unpack(m protoreflect.Message) (proto.Message, error) {
+// anyCache holds the values of the typed configs walked lately, by type
+// and bytes: a render that rebuilds an item whose typed configs didn't
+// change (a fleet's releases, a document's other items, the next render
+// of the same document) walks each once per process. It is bounded by
+// the bytes of its keys, and emptied when full.
+var anyCache struct {
+	sync.Mutex
+	values map[anyKind]map[string][]Value // by the Any's bytes
+	bytes  int
+}
+
+// anyKind is what an Any's values depend on besides its bytes.
+type anyKind struct {
+	via     protoreflect.Name
+	typeURL string
+}
+
+// maxAnyCache bounds anyCache's keys: typed configs are small (a filter's
+// configuration), so this holds several documents' worth.
+const maxAnyCache = 1 << 20
+
+// anyValues are the values with a rule of the message an Any holds,
+// reached through the field named via.
+func anyValues(m protoreflect.Message, via protoreflect.Name) []Value {
 	a, ok := m.Interface().(*anypb.Any)
 	if !ok {
 		a = &anypb.Any{}
 		proto.Merge(a, m.Interface())
 	}
+	kind := anyKind{via, a.GetTypeUrl()}
+	anyCache.Lock()
+	vs, ok := anyCache.values[kind][string(a.GetValue())]
+	anyCache.Unlock()
+	if ok {
+		return vs
+	}
+	inner, err := unpack(a)
+	if err == nil && inner != nil {
+		walk(inner.ProtoReflect(), via, &vs)
+	}
+	anyCache.Lock()
+	defer anyCache.Unlock()
+	size := len(a.GetValue()) + len(kind.typeURL)
+	if anyCache.values == nil || anyCache.bytes+size > maxAnyCache {
+		anyCache.values, anyCache.bytes = map[anyKind]map[string][]Value{}, 0
+	}
+	if size <= maxAnyCache/8 {
+		byBytes := anyCache.values[kind]
+		if byBytes == nil {
+			byBytes = map[string][]Value{}
+			anyCache.values[kind] = byBytes
+		}
+		byBytes[string(a.GetValue())] = slices.Clip(vs)
+		anyCache.bytes += size
+	}
+	return vs
+}
+
+// unpack is the message an Any holds; nil for a type this binary doesn't
+// link.
+func unpack(a *anypb.Any) (proto.Message, error) {
 	mt, err := protoregistry.GlobalTypes.FindMessageByURL(a.GetTypeUrl())
 	if err != nil {
 		return nil, nil //nolint:nilerr // unknown types hold nothing we check
