@@ -1,12 +1,14 @@
 package agreement
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -15,6 +17,7 @@ import (
 	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/emitcheck"
+	"github.com/globalconfig/globalconfig/pkg/envoycheck"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -141,4 +144,69 @@ func refusals(t *testing.T, s document.Section, kinds map[emitcheck.Kind]int) []
 		}
 	}
 	return out
+}
+
+// issue41Lists is issue 41's document: six ordinary host names and twenty
+// methods, each over Envoy's RE2 limit as one regex.
+const issue41Lists = `
+target: {context: GATEWAY}
+globalRateLimit:
+  service: ratelimit.ratelimit.svc.cluster.local
+  port: 8081
+  limits:
+    storefront:
+      requests: 100
+      unit: minute
+      match:
+        hosts: [api.example.com, www.example.com, shop.example.com, checkout.example.com, accounts.example.com, login.example.com]
+    webdav:
+      requests: 10
+      unit: second
+      perClient: true
+      match:
+        pathPrefix: /dav
+        methods: [GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH, PROPFIND, PROPPATCH, MKCOL, COPY, MOVE, LOCK, UNLOCK, REPORT, SEARCH, PURGE, LINK]
+`
+
+// TestHostAndMethodListsAgreeWithEnvoy: issue 41's six hosts and twenty
+// methods are admitted and both real Envoys load what render emits for
+// them; so do generated lists, short and long, and what validation
+// refuses of them is refused by Envoy too or deliberately.
+func TestHostAndMethodListsAgreeWithEnvoy(t *testing.T) {
+	bins := envoys(t)
+	seeds, err := loadSeeds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := judge([]byte(issue41Lists))
+	if !v.valid {
+		t.Fatalf("issue 41's document is refused: %v", v.problems)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, b := range bins {
+		msg, err := envoycheck.Verdict(ctx, b, v.objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg != "" {
+			t.Errorf("Envoy %s refuses what render emits for issue 41's document: %s", b.Version, msg)
+		}
+	}
+	g := newGenerator(41, seeds)
+	o := &outcome{skipped: map[string]int{}, deliberate: map[string]int{}}
+	for _, name := range g.listItems() {
+		for range 20 {
+			if err := o.check(ctx, bins, g.listDocument(name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%d list documents: %d admitted, %d refused; admitted and loaded %d, refused by both %d; deliberate %v", o.docs, o.admitted, o.refused, o.both, o.bothRefuse, o.deliberate)
+	if o.admitted == 0 || o.both == 0 {
+		t.Error("no generated list document was admitted and loaded: the test proves nothing")
+	}
+	for _, d := range o.disagreements {
+		t.Errorf("envoy %s: %s\n  made by: %s\n%s", d.envoy, d.what, strings.Join(d.gen.how, "; "), indent(string(d.gen.src)))
+	}
 }
