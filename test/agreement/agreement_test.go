@@ -49,6 +49,7 @@ var deliberate = []struct {
 	rule(`.*`, `sets nothing|needs a body|needs exactly one|needs one backend|is required`, "a section that would do nothing, or less than it says"),
 	rule(`.*`, `give either .* not both|give at most one of`, "two ways of saying one thing: one would be dropped"),
 	rule(`accessLog\.path`, `can't be written by an Istio proxy`, "an Istio proxy's root filesystem is read-only: Envoy there refuses the listener, as an Envoy here does not"),
+	rule(`accessLog\.path`, `has a part of \d+ bytes`, "Linux takes names of at most 255 bytes: a proxy can't open the file and refuses the listener, where Envoy's validate mode may not open it"),
 	rule(`accessLog\.path`, `is in a folder an Istio proxy doesn't have`, "Envoy creates no folders, and an Istio proxy has none under its writable emptyDirs: Envoy there refuses the listener, as an Envoy here, with folders of its own, may not"),
 	rule(`tls\.ports\[\d+\]`, `plaintext HTTP port`, "the standard gateway's plaintext HTTP port has no TLS: Envoy there refuses TLS settings without certificates; the representative configuration has TLS on every port but 8080"),
 	rule(`(gzip|brotli|zstd)\.contentType\[\d+\]`, `bare lower-case media type|must be a media type`, "Envoy compares a response's media type without its parameters, ignoring case: an entry with parameters, upper case or two types in one never matches"),

@@ -359,7 +359,8 @@ func (g *generator) text(k items.TextKind) string {
 		return pickOne(g, []string{"/api/v2/spans", "/v1/traces", "/", "/a b", "api/v2", "/a?b=c", "/a#x", "/a%20b", "/é", "//x"})
 	case items.TextFilePath:
 		return pickOne(g, []string{"/dev/stdout", "/dev/stderr", "/var/lib/istio/data/access.log", "/etc/istio/proxy/access.log",
-			"/var/log/envoy/access.log", "/tmp/access.log", "access.log", "/nonexistent/dir/a.log", "/var/lib/istio/data/", "/dev/null"})
+			"/var/log/envoy/access.log", "/tmp/access.log", "access.log", "/nonexistent/dir/a.log", "/var/lib/istio/data/", "/dev/null",
+			"/var/lib/istio/data/logs/access.log", "/etc/istio/proxy/" + strings.Repeat("a", 256) + ".log", "/var/lib/istio/data/" + strings.Repeat("a", 251) + ".log"})
 	case items.TextPattern:
 		return g.pattern()
 	case items.TextServiceHost:
