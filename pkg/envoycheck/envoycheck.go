@@ -1,12 +1,11 @@
 // Package envoycheck asks a real Envoy whether it would load what
 // globalconfig renders. For each group of proxies the patches reach, it
-// builds a small representative
-// configuration of the shape istiod gives such a proxy (an HTTP listener
-// on 8080, a TLS listener on every other port a patch names, HTTP
-// connection managers with inline routes to an outbound cluster, that
-// cluster and every outbound cluster a patch names), applies the patches
-// that reach the binary's release the way istiod applies EnvoyFilters, and
-// loads the result with `envoy --mode validate`. A refusal names Envoy's
+// builds a small representative configuration of the shape istiod gives
+// such a proxy (an HTTP listener on 8080, a TLS listener on every other
+// port a patch names, HTTP connection managers with inline routes to an
+// outbound cluster, that cluster and every outbound cluster a patch
+// names), applies the patches that reach the binary's release the way
+// istiod applies EnvoyFilters, and loads the result with `envoy --mode validate`. A refusal names Envoy's
 // message and the items whose patches Envoy refuses alone.
 //
 // Proxies are modelled as validation models them: a group is a context
@@ -107,7 +106,7 @@ func (r *Result) Proxies() string {
 	return s
 }
 
-// OK reports whether Envoy accepted every context.
+// OK reports whether Envoy accepted every group of proxies.
 func (r *Report) OK() bool {
 	for _, res := range r.Results {
 		if res.Rejected != "" {
