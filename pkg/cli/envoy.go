@@ -44,7 +44,7 @@ func checkWithEnvoy(cmd, path string, objs []*envoyfilter.Object, ok io.Writer, 
 			if r.Patches == 1 {
 				noun = "patch"
 			}
-			parts = append(parts, fmt.Sprintf("%s (%d %s)", r.Context, r.Patches, noun))
+			parts = append(parts, fmt.Sprintf("%s (%d %s)", r.Proxies(), r.Patches, noun))
 		}
 		fmt.Fprintf(ok, "%s accepts: %s\n", as, strings.Join(parts, ", "))
 		return ExitOK
@@ -53,7 +53,7 @@ func checkWithEnvoy(cmd, path string, objs []*envoyfilter.Object, ok io.Writer, 
 		if r.Rejected == "" {
 			continue
 		}
-		fmt.Fprintf(env.Stderr, "globalconfig %s: %s rejects the %s configuration: %s\n", cmd, as, r.Context, r.Rejected)
+		fmt.Fprintf(env.Stderr, "globalconfig %s: %s rejects the %s configuration: %s\n", cmd, as, r.Proxies(), r.Rejected)
 		if len(r.Items) > 0 {
 			fmt.Fprintf(env.Stderr, "globalconfig %s: rejected on their own: %s\n", cmd, strings.Join(r.Items, ", "))
 		} else {

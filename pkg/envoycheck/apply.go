@@ -189,10 +189,19 @@ func (c *config) encode() error {
 	return nil
 }
 
+// localRoot holds the check's stand-ins for a proxy's writable folders
+// (under "proxy") and the place of every folder a proxy lacks ("absent",
+// which nothing creates), per user of this machine.
+var localRoot = filepath.Join(os.TempDir(), fmt.Sprintf("globalconfig-envoycheck-%d", os.Getuid()))
+
 // LocalLogs points the file access logs that an Istio proxy writes in
-// its own writable directories (items.ProxyWritable), which this machine
-// may lack, at the same names under a temporary directory: Envoy opens a
-// log file when it loads the listener, and validate mode does too.
+// its own writable folders (items.ProxyWritable), which this machine may
+// lack, at the same names in stand-ins for exactly those folders under a
+// temporary directory: Envoy opens a log file when it loads the listener,
+// and validate mode does too. A log in a sub-folder of them, which no
+// proxy has and Envoy does not create, is pointed at a folder that does
+// not exist either, so that Envoy refuses it here as it does at a proxy.
+// ProxyPaths turns the local names in Envoy's messages back.
 func LocalLogs(h *hcmv3.HttpConnectionManager) error {
 	for _, l := range h.GetAccessLog() {
 		if l.GetTypedConfig() == nil || !l.GetTypedConfig().MessageIs(&filev3.FileAccessLog{}) {
@@ -202,22 +211,50 @@ func LocalLogs(h *hcmv3.HttpConnectionManager) error {
 		if err := l.GetTypedConfig().UnmarshalTo(f); err != nil {
 			return fmt.Errorf("access log: %w", err)
 		}
-		for _, dir := range items.ProxyWritable {
-			if rest, ok := strings.CutPrefix(f.Path, dir); ok {
-				local := filepath.Join(os.TempDir(), "globalconfig-envoycheck", strings.Trim(dir, "/"), filepath.Dir(rest))
-				if err := os.MkdirAll(local, 0o700); err != nil {
-					return err
-				}
-				f.Path = filepath.Join(local, filepath.Base(rest))
-				typed, err := anypb.New(f)
-				if err != nil {
-					return err
-				}
-				l.ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: typed}
-			}
+		local, err := localPath(f.Path)
+		if err != nil {
+			return err
 		}
+		if local == f.Path {
+			continue
+		}
+		f.Path = local
+		typed, err := anypb.New(f)
+		if err != nil {
+			return err
+		}
+		l.ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: typed}
 	}
 	return nil
+}
+
+// localPath is where the check has Envoy open a proxy's file: a file
+// directly in a writable folder of the proxy in that folder's stand-in
+// (made here), a file deeper in one under "absent"; any other path as it
+// is.
+func localPath(file string) (string, error) {
+	for _, dir := range items.ProxyWritable {
+		rest, ok := strings.CutPrefix(file, dir)
+		if !ok || rest == "" {
+			continue
+		}
+		if strings.Contains(rest, "/") {
+			return filepath.Join(localRoot, "absent", file), nil
+		}
+		standIn := filepath.Join(localRoot, "proxy", dir)
+		if err := os.MkdirAll(standIn, 0o700); err != nil {
+			return "", fmt.Errorf("a stand-in for the proxy's folder %s: %w", dir, err)
+		}
+		return filepath.Join(standIn, rest), nil
+	}
+	return file, nil
+}
+
+// ProxyPaths is Envoy's message msg with the local stand-ins of a proxy's
+// files (LocalLogs) named as the proxy names them.
+func ProxyPaths(msg string) string {
+	msg = strings.ReplaceAll(msg, filepath.Join(localRoot, "absent"), "")
+	return strings.ReplaceAll(msg, filepath.Join(localRoot, "proxy"), "")
 }
 
 // patchNetworkFilters applies a NETWORK_FILTER patch to one filter chain:

@@ -1,13 +1,21 @@
 // Package envoycheck asks a real Envoy whether it would load what
-// globalconfig renders. For each context the patches reach (gateway,
-// sidecar inbound, sidecar outbound), it builds a small representative
-// configuration of the shape istiod gives such a proxy (an HTTP listener
-// on 8080, a TLS listener on every other port a patch names, HTTP
-// connection managers with inline routes to an outbound cluster, that
-// cluster and every outbound cluster a patch names), applies the patches
-// that reach the binary's release the way istiod applies EnvoyFilters, and
-// loads the result with `envoy --mode validate`. A refusal names Envoy's
+// globalconfig renders. For each group of proxies the patches reach, it
+// builds a small representative configuration of the shape istiod gives
+// such a proxy (an HTTP listener on 8080, a TLS listener on every other
+// port a patch names, HTTP connection managers with inline routes to an
+// outbound cluster, that cluster and every outbound cluster a patch
+// names), applies the patches that reach the binary's release the way
+// istiod applies EnvoyFilters, and loads the result with `envoy --mode validate`. A refusal names Envoy's
 // message and the items whose patches Envoy refuses alone.
+//
+// Proxies are modelled as validation models them: a group is a context
+// (gateway, sidecar inbound, sidecar outbound) and a largest set of the
+// EnvoyFilters' targets (namespace, workload selector) that can all reach
+// one proxy by items.Overlap, the rule validation's cross-item checks use;
+// proxy versions are the binary's own release, whose patches alone are
+// loaded. Patches that can never meet on one proxy are never loaded
+// together, and every set that can meet is. A document whose items share
+// one target is one group per context: one Envoy run each.
 //
 // Its limit: the representative configuration is not the user's. Patches
 // that match by a listener, route or cluster the representative one lacks
@@ -21,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -47,10 +56,16 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
 )
 
-// Result is what the Envoy said of one context's configuration.
+// Result is what the Envoy said of one group of proxies' configuration.
 type Result struct {
 	Context string // GATEWAY, SIDECAR_INBOUND, SIDECAR_OUTBOUND
-	Patches int    // patches applied to the representative configuration
+	// Namespace and Selector say which proxies of the context the group
+	// is: those in Namespace ("" for every namespace) whose labels
+	// include Selector (empty for every proxy), the proxies every target
+	// of the group reaches.
+	Namespace string
+	Selector  map[string]string
+	Patches   int // patches applied to the representative configuration
 	// Rejected is Envoy's message when it refused the configuration.
 	Rejected string
 	// Items are the items whose patches Envoy refuses on their own; empty
@@ -65,11 +80,33 @@ type Result struct {
 type Report struct {
 	Envoy string // the binary's version
 	Istio string // the ISTIO_VERSION a proxy of that Envoy reports
-	// Results has one entry per context the set reaches.
+	// Results has one entry per group of proxies the set reaches, by
+	// context, then by the groups' targets.
 	Results []Result
 }
 
-// OK reports whether Envoy accepted every context.
+// Proxies names the group of proxies r is about, as "GATEWAY" for every
+// proxy of a context, or "GATEWAY proxies in namespace shop labelled
+// app=storefront".
+func (r *Result) Proxies() string {
+	if r.Namespace == "" && len(r.Selector) == 0 {
+		return r.Context
+	}
+	s := r.Context + " proxies"
+	if r.Namespace != "" {
+		s += " in namespace " + r.Namespace
+	}
+	if len(r.Selector) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(r.Selector)) {
+			kv = append(kv, k+"="+r.Selector[k])
+		}
+		s += " labelled " + strings.Join(kv, ",")
+	}
+	return s
+}
+
+// OK reports whether Envoy accepted every group of proxies.
 func (r *Report) OK() bool {
 	for _, res := range r.Results {
 		if res.Rejected != "" {
@@ -79,10 +116,13 @@ func (r *Report) OK() bool {
 	return true
 }
 
-// patch is one config patch with the item it comes from.
+// patch is one config patch with the item it comes from and the proxies
+// its EnvoyFilter targets (Namespace and Selector; the context is the
+// patch's own).
 type patch struct {
-	item string
-	cp   *networking.EnvoyFilter_EnvoyConfigObjectPatch
+	item   string
+	cp     *networking.EnvoyFilter_EnvoyConfigObjectPatch
+	target envoyfilter.Target
 }
 
 // contexts, in the order they are reported.
@@ -102,17 +142,13 @@ func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object
 	}
 	istio := envoyfilter.IstioForEnvoy(ev).String() + ".0"
 	rep := &Report{Envoy: bin.Version, Istio: istio}
-	byContext, err := byContext(objs, istio)
+	gs, err := groupsOf(objs, istio)
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range contexts {
-		ps := byContext[c]
-		if len(ps) == 0 {
-			continue
-		}
-		res := Result{Context: c.String(), Patches: len(ps)}
-		msg, err := load(ctx, bin, c, ps)
+	for _, g := range gs {
+		res := Result{Context: g.context.String(), Namespace: g.namespace, Selector: g.selector, Patches: len(g.patches)}
+		msg, err := load(ctx, bin, g.context, g.patches)
 		if err != nil {
 			if !rep.OK() && ctx.Err() != nil {
 				return rep, nil // out of time, but Envoy has refused already
@@ -121,7 +157,7 @@ func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object
 		}
 		if msg != "" {
 			res.Rejected = msg
-			res.Items, err = alone(ctx, bin, c, ps)
+			res.Items, err = alone(ctx, bin, g.context, g.patches)
 			if err != nil {
 				if ctx.Err() == nil {
 					return nil, err
@@ -138,23 +174,21 @@ func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object
 }
 
 // Verdict is Check without naming the items: Envoy's message for the first
-// context it refuses ("" when it accepts every one), one Envoy run per
-// context the set reaches. The differential check (test/agreement) asks
+// group of proxies it refuses ("" when it accepts every one), one Envoy run
+// per group the set reaches. The differential check (test/agreement) asks
 // it of many documents.
 func Verdict(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object) (string, error) {
 	ev, err := envoyfilter.ParseVersion(bin.Version)
 	if err != nil {
 		return "", fmt.Errorf("envoy %s: %w", bin.Path, err)
 	}
-	byContext, err := byContext(objs, envoyfilter.IstioForEnvoy(ev).String()+".0")
+	gs, err := groupsOf(objs, envoyfilter.IstioForEnvoy(ev).String()+".0")
 	if err != nil {
 		return "", err
 	}
-	for _, c := range contexts {
-		if ps := byContext[c]; len(ps) > 0 {
-			if msg, err := load(ctx, bin, c, ps); err != nil || msg != "" {
-				return msg, err
-			}
+	for _, g := range gs {
+		if msg, err := load(ctx, bin, g.context, g.patches); err != nil || msg != "" {
+			return msg, err
 		}
 	}
 	return "", nil
@@ -180,7 +214,9 @@ func byContext(objs []*envoyfilter.Object, istio string) (map[networking.EnvoyFi
 					continue
 				}
 			}
-			p := patch{item: o.Item(), cp: cp}
+			p := patch{item: o.Item(), cp: cp, target: envoyfilter.Target{
+				Namespace: o.Metadata.Namespace, Selector: o.Spec.GetWorkloadSelector().GetLabels(),
+			}}
 			if p.item == "" {
 				p.item = o.Metadata.Name
 			}
@@ -289,7 +325,7 @@ func load(ctx context.Context, bin *envoybin.Binary, c networking.EnvoyFilter_Pa
 	err = bin.ValidateBinary(ctx, pb)
 	var rej *envoybin.Rejected
 	if errors.As(err, &rej) {
-		return rej.Message, nil
+		return ProxyPaths(rej.Message), nil
 	}
 	return "", err
 }

@@ -112,7 +112,7 @@ func load(ctx context.Context, bin *envoybin.Binary, k Kind, c *Config) (string,
 	err = bin.Validate(ctx, js)
 	var rej *envoybin.Rejected
 	if errors.As(err, &rej) {
-		return rej.Message, removed, nil
+		return envoycheck.ProxyPaths(rej.Message), removed, nil
 	}
 	return "", removed, err
 }

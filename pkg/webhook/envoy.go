@@ -120,7 +120,8 @@ func (c *EnvoyCheck) Istio() string {
 }
 
 // Runs is how many checks have loaded a set into Envoy (a check is one
-// Envoy run per context the set reaches, more to name refused items).
+// Envoy run per group of proxies the set reaches, more to name refused
+// items).
 func (c *EnvoyCheck) Runs() int64 { return c.runs.Load() }
 
 // check loads objs into Envoy, or returns the verdict on the same set
@@ -194,7 +195,7 @@ func refusal(rep *envoycheck.Report, secrets []string) string {
 		if r.Rejected == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s configuration: %q", r.Context, render.Scrub(r.Rejected, secrets))
+		fmt.Fprintf(&b, "\n%s configuration: %q", r.Proxies(), render.Scrub(r.Rejected, secrets))
 		switch {
 		case r.Unnamed:
 			b.WriteString("\n(the check ran out of time before naming the items Envoy refuses on their own)")
