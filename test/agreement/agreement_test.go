@@ -50,7 +50,7 @@ var deliberate = []struct {
 	rule(`.*`, `give either .* not both|give at most one of`, "two ways of saying one thing: one would be dropped"),
 	rule(`accessLog\.path`, `can't be written by an Istio proxy`, "an Istio proxy's root filesystem is read-only: Envoy there refuses the listener, as an Envoy here does not"),
 	rule(`tls\.ports\[\d+\]`, `plaintext HTTP port`, "the standard gateway's plaintext HTTP port has no TLS: Envoy there refuses TLS settings without certificates; the representative configuration has TLS on every port but 8080"),
-	rule(`(gzip|brotli|zstd)\.contentType\[\d+\]`, `bare lower-case media type|must be a media type`, "Envoy compares a response's media type without its parameters, ignoring case: an entry with parameters, upper case or two types in one never matches"),
+	rule(`(gzip|brotli|zstd)\.contentType\[\d+\]`, `bare lower-case media type|must be a media type|a wildcard`, "Envoy compares a response's media type without its parameters, ignoring case: an entry with parameters, upper case, a wildcard or two types in one never matches"),
 	rule(`customErrors\.(localReplies|upstream)\[\d+\]\.contentType`, `must be a media type`, "the content-type of a page must be one media type for the client to read the body"),
 	rule(`hardening\.normalizePath`, `only true can be set`, "an EnvoyFilter MERGE can't turn normalization off (false is the default a merge leaves alone): the author's false would do nothing"),
 	rule(`(hardening|upstream)\.maxRequestsPerConnection`, `must be at least 1`, "0 means no limit to Envoy: the key would do nothing"),
