@@ -139,22 +139,22 @@ var checkReads = []string{"authorization", "cookie"}
 // ExtAuth is the `extAuth` section.
 type ExtAuth struct {
 	items.Toggle
-	Service                string            `json:"service" doc:"Host of the auth service, as istiod names its cluster: a Service's full name (oauth2-proxy.auth.svc.cluster.local) or a ServiceEntry's host."`
-	Port                   items.Port        `json:"port" doc:"The auth service's port."`
-	Protocol               Protocol          `json:"protocol" doc:"http (default): Envoy sends the request's headers to the service, and a 200 answer allows it; grpc: Envoy's ext_authz gRPC API (envoy.service.auth.v3.Authorization)."`
-	Path                   string            `json:"path" doc:"http only: the path every check is sent to, replacing the request's own (Envoy's path_override; Istio 1.30 / Envoy 1.38 or newer). The service must answer 200 to allow."`
-	PathPrefix             string            `json:"pathPrefix" doc:"http only: a prefix put before the request's own path and query in the check (Envoy's path_prefix), e.g. /oauth2/auth sends /oauth2/auth/app?x=1 for /app?x=1. Without path or pathPrefix the check goes to the request's own path."`
-	Timeout                items.Millis      `json:"timeout" doc:"How long a request waits for the check, 1ms to 1m; a bare integer is milliseconds (default 2s). Past it, failureMode decides."`
-	FailureMode            FailureMode       `json:"failureMode" doc:"When the check fails (the service unreachable, timed out, or answering 5xx): deny (default) answers failureStatus; allow lets the request through unchecked, with x-envoy-auth-failure-mode-allowed: true."`
-	FailureStatus          *uint32           `json:"failureStatus" doc:"The status of a request whose check failed, with failureMode deny: 400 to 599 as Envoy knows them (default 503)."`
-	RequestHeaders         []string          `json:"requestHeaders" doc:"The request headers sent to the service (default: every one, as ingress-nginx sends them); Envoy always sends authorization, the method, path and host over http. Cookie sessions need cookie."`
-	UpstreamHeaders        []string          `json:"upstreamHeaders" doc:"http only: headers of the service's 200 answer put on the request to the backend (ingress-nginx global-auth-response-headers); a trailing * matches a prefix, e.g. x-auth-request-* (Istio 1.28 or newer). The client's own headers of these names are removed first, but authorization and cookie, which the check reads: the backend sees the service's value or none."`
-	ClientHeaders          []string          `json:"clientHeaders" doc:"http only: headers of the service's refusal sent to the client (default: every one). Given, Envoy also sends www-authenticate and location."`
-	ClientHeadersOnSuccess []string          `json:"clientHeadersOnSuccess" doc:"http only: headers of the service's 200 answer added to the response the client gets (default: set-cookie, so a refreshed session cookie reaches the browser, as ingress-nginx does)."`
-	AddHeaders             map[string]string `json:"addHeaders" doc:"http only: headers added to every check, name → value with Envoy command operators, e.g. x-auth-request-redirect: \"%REQ(:path)%\" (ingress-nginx global-auth-request-redirect)."`
-	Skip                   Skip              `json:"skip" doc:"Requests that pass without a check."`
-	SignIn                 *SignIn           `json:"signIn" doc:"A refusal with 401 becomes a redirect (302) to a sign-in page, with the original URL as a parameter (ingress-nginx global-auth-signin)."`
-	Shadow                 bool              `json:"shadow" doc:"Check and count, but never refuse: the result is in the ext_authz statistics (shadow_denied) and in filter state. Istio 1.30 (Envoy 1.38) or newer."`
+	Service                string                       `json:"service" doc:"Host of the auth service, as istiod names its cluster: a Service's full name (oauth2-proxy.auth.svc.cluster.local) or a ServiceEntry's host."`
+	Port                   items.Port                   `json:"port" doc:"The auth service's port."`
+	Protocol               Protocol                     `json:"protocol" doc:"http (default): Envoy sends the request's headers to the service, and a 200 answer allows it; grpc: Envoy's ext_authz gRPC API (envoy.service.auth.v3.Authorization)."`
+	Path                   string                       `json:"path" doc:"http only: the path every check is sent to, replacing the request's own (Envoy's path_override; Istio 1.30 / Envoy 1.38 or newer). The service must answer 200 to allow."`
+	PathPrefix             string                       `json:"pathPrefix" doc:"http only: a prefix put before the request's own path and query in the check (Envoy's path_prefix), e.g. /oauth2/auth sends /oauth2/auth/app?x=1 for /app?x=1. Without path or pathPrefix the check goes to the request's own path."`
+	Timeout                items.Millis                 `json:"timeout" doc:"How long a request waits for the check, 1ms to 1m; a bare integer is milliseconds (default 2s). Past it, failureMode decides."`
+	FailureMode            FailureMode                  `json:"failureMode" doc:"When the check fails (the service unreachable, timed out, or answering 5xx): deny (default) answers failureStatus; allow lets the request through unchecked, with x-envoy-auth-failure-mode-allowed: true."`
+	FailureStatus          *uint32                      `json:"failureStatus" doc:"The status of a request whose check failed, with failureMode deny: 400 to 599 as Envoy knows them (default 503)."`
+	RequestHeaders         []string                     `json:"requestHeaders" doc:"The request headers sent to the service (default: every one, as ingress-nginx sends them); Envoy always sends authorization, the method, path and host over http. Cookie sessions need cookie."`
+	UpstreamHeaders        []string                     `json:"upstreamHeaders" doc:"http only: headers of the service's 200 answer put on the request to the backend (ingress-nginx global-auth-response-headers); a trailing * matches a prefix, e.g. x-auth-request-* (Istio 1.28 or newer). The client's own headers of these names are removed first, but authorization and cookie, which the check reads: the backend sees the service's value or none."`
+	ClientHeaders          []string                     `json:"clientHeaders" doc:"http only: headers of the service's refusal sent to the client (default: every one). Given, Envoy also sends www-authenticate and location."`
+	ClientHeadersOnSuccess []string                     `json:"clientHeadersOnSuccess" doc:"http only: headers of the service's 200 answer added to the response the client gets (default: set-cookie, so a refreshed session cookie reaches the browser, as ingress-nginx does)."`
+	AddHeaders             map[string]items.HeaderValue `json:"addHeaders" doc:"http only: headers added to every check, name → value with Envoy command operators, e.g. x-auth-request-redirect: \"%REQ(:path)%\" (ingress-nginx global-auth-request-redirect)."`
+	Skip                   Skip                         `json:"skip" doc:"Requests that pass without a check."`
+	SignIn                 *SignIn                      `json:"signIn" doc:"A refusal with 401 becomes a redirect (302) to a sign-in page, with the original URL as a parameter (ingress-nginx global-auth-signin)."`
+	Shadow                 bool                         `json:"shadow" doc:"Check and count, but never refuse: the result is in the ext_authz statistics (shadow_denied) and in filter state. Istio 1.30 (Envoy 1.38) or newer."`
 }
 
 // Skip lists the requests that pass without a check.
@@ -577,7 +577,7 @@ func (a *ExtAuth) httpService(cluster string, timeout *durationpb.Duration) *ext
 	if len(a.AddHeaders) > 0 {
 		s.AuthorizationRequest = &extauthzv3.AuthorizationRequest{}
 		for _, k := range slices.Sorted(maps.Keys(a.AddHeaders)) {
-			s.AuthorizationRequest.HeadersToAdd = append(s.AuthorizationRequest.HeadersToAdd, &corev3.HeaderValue{Key: k, Value: a.AddHeaders[k]})
+			s.AuthorizationRequest.HeadersToAdd = append(s.AuthorizationRequest.HeadersToAdd, &corev3.HeaderValue{Key: k, Value: string(a.AddHeaders[k])})
 		}
 	}
 	onSuccess := a.ClientHeadersOnSuccess
