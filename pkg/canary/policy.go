@@ -93,15 +93,15 @@ const (
 
 // Policy is the document's rollout section.
 type Policy struct {
-	Strategy    Strategy      `json:"strategy,omitempty" doc:"Direct (default): a change reaches every proxy at once. Canary: it reaches the canary proxies first, and the rest only after they took it."`
-	CanaryLabel string        `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary). No target.selector may name it."`
-	CanaryAcks  Acks          `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
+	Strategy    Strategy       `json:"strategy,omitempty" doc:"Direct (default): a change reaches every proxy at once. Canary: it reaches the canary proxies first, and the rest only after they took it."`
+	CanaryLabel string         `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary). No target.selector may name it."`
+	CanaryAcks  Acks           `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
 	BakeTime    *items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
-	RollbackOn  RollbackOn    `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
+	RollbackOn  RollbackOn     `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
 	// Coverage, PhaseTimeout and Analysis are canary rollouts' only.
-	Coverage     Coverage      `json:"coverage,omitempty" doc:"Canary only: which canaries a change needs before its phase starts. Variants (default): for every changed item, a canary of each proxy kind (gateway, sidecar) and each release variant of the item that any proxy it reaches runs. Kinds: of each proxy kind. Items: at least one canary the item reaches (never less)."`
+	Coverage     Coverage       `json:"coverage,omitempty" doc:"Canary only: which canaries a change needs before its phase starts. Variants (default): for every changed item, a canary of each proxy kind (gateway, sidecar) and each release variant of the item that any proxy it reaches runs. Kinds: of each proxy kind. Items: at least one canary the item reaches (never less)."`
 	PhaseTimeout *items.Seconds `json:"phaseTimeout,omitempty" doc:"Canary only: the longest a phase may last, from the edit, waiting to start, baking and waiting for answers included; past it the change is rolled back. Seconds or a duration, at least bakeTime, at most 3h (default 3 × bakeTime)."`
-	Analysis     *Analysis     `json:"analysis,omitempty" doc:"Canary only: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies': a canary that answers more errors rolls back. Without it a phase is judged by ACKs and NACKs alone."`
+	Analysis     *Analysis      `json:"analysis,omitempty" doc:"Canary only: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies': a canary that answers more errors rolls back. Without it a phase is judged by ACKs and NACKs alone."`
 }
 
 // Coverage is which canaries a change needs before its phase starts.
