@@ -138,7 +138,16 @@ func TestDurations(t *testing.T) {
 		{tag: "!!int", value: "-1", bad: true},
 		{tag: "!!str", value: "-5s", bad: true},
 		{tag: "!!str", value: "soon", bad: true},
-		{tag: "!!float", value: "1.5", bad: true},
+		// A fraction of the unit: Higress writes fillInterval: 0.05.
+		{tag: "!!float", value: "1.5", seconds: 1500 * time.Millisecond, millis: 1500 * time.Microsecond},
+		{tag: "!!float", value: "0.05", seconds: 50 * time.Millisecond, millis: 50 * time.Microsecond},
+		{tag: "!!float", value: "-0.5", bad: true},
+		{tag: "!!float", value: ".nan", bad: true},
+		{tag: "!!float", value: ".inf", bad: true},
+		{tag: "!!float", value: "1e30", bad: true},
+		// Past Go's range (about 290 years): refused, as too long.
+		{tag: "!!str", value: "999999999999h", bad: true},
+		{tag: "!!int", value: "99999999999999999999", bad: true},
 	}
 	for _, c := range cases {
 		var s items.Seconds

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,11 +16,12 @@ import (
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 )
 
-// Seconds is a duration written as Higress writes it, an integer number of
-// seconds, or as a Go duration string ("90s", "1m30s", "250ms").
+// Seconds is a duration written as Higress writes it, a number of seconds
+// (a fraction taken: 0.05 is 50ms), or as a Go duration string ("90s",
+// "1m30s", "250ms").
 type Seconds struct{ time.Duration }
 
-// Millis is a duration whose bare integers are milliseconds (Higress's
+// Millis is a duration whose bare numbers are milliseconds (Higress's
 // tracing timeout), or a Go duration string.
 type Millis struct{ time.Duration }
 
@@ -38,10 +40,10 @@ func (d *Millis) DecodeScalar(tag, value string) error {
 }
 
 // SchemaTypes implements the schema hook.
-func (Seconds) SchemaTypes() []string { return []string{"integer", "string"} }
+func (Seconds) SchemaTypes() []string { return []string{"number", "string"} }
 
 // SchemaTypes implements the schema hook.
-func (Millis) SchemaTypes() []string { return []string{"integer", "string"} }
+func (Millis) SchemaTypes() []string { return []string{"number", "string"} }
 
 // MarshalJSON writes the duration as a Go duration string.
 func (d Seconds) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
@@ -51,24 +53,49 @@ func (d Millis) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) 
 
 func decodeDuration(tag, value string, unit time.Duration) (time.Duration, error) {
 	switch tag {
-	case "!!int":
-		n, err := strconv.ParseInt(value, 0, 64)
-		if err != nil || n < 0 || n > int64(maxDuration/unit) {
-			return 0, fmt.Errorf("must be a non-negative number of %s or a duration such as \"90s\", got %s", unitName(unit), value)
+	case "!!int", "!!float":
+		// A fraction of the unit is taken ("fillInterval: 0.05" is 50ms):
+		// a bare number's unit is the key's, whole or not.
+		f, err := strconv.ParseFloat(value, 64)
+		if tag == "!!int" {
+			var n int64
+			n, err = strconv.ParseInt(value, 0, 64)
+			f = float64(n)
 		}
-		return time.Duration(n) * unit, nil
+		switch {
+		case err != nil && tag == "!!int" && !strings.HasPrefix(value, "-"):
+			return 0, tooLong(value, unit)
+		case err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || strings.HasPrefix(value, "-"):
+			return 0, fmt.Errorf("must be a non-negative number of %s or a duration such as \"90s\", got %s", unitName(unit), value)
+		case f > float64(maxDuration/unit):
+			return 0, tooLong(value, unit)
+		}
+		return time.Duration(math.Round(f * float64(unit))), nil
 	case "!!str":
-		d, err := time.ParseDuration(value)
-		if err != nil {
+		if !durationSyntax.MatchString(value) {
+			if strings.HasPrefix(value, "-") {
+				return 0, fmt.Errorf("must not be negative, got %q", value)
+			}
 			return 0, fmt.Errorf("must be a duration such as \"90s\" or \"500ms\", got %q", value)
 		}
-		if d < 0 || strings.HasPrefix(value, "-") {
-			return 0, fmt.Errorf("must not be negative, got %q", value)
+		d, err := time.ParseDuration(value)
+		if err != nil || d > maxDuration {
+			// The syntax is right: only the magnitude is past what Go
+			// (about 290 years) or we (10 years) can hold.
+			return 0, tooLong(value, unit)
 		}
 		return d, nil
 	}
 	return 0, fmt.Errorf("expected a number of %s or a duration string, got %s", unitName(unit), DescribeTag(tag))
 }
+
+// tooLong is the problem of a duration past maxDuration.
+func tooLong(value string, unit time.Duration) error {
+	return fmt.Errorf("is %s, longer than the longest duration taken, 10 years (%dh, or %d %s)", value, int64(maxDuration/time.Hour), int64(maxDuration/unit), unitName(unit))
+}
+
+// durationSyntax is durationPattern compiled once.
+var durationSyntax = regexp.MustCompile(durationPattern)
 
 // maxDuration keeps durations within what protobuf's Duration and Envoy
 // accept comfortably: about 10 years.

@@ -123,9 +123,13 @@ func init() {
 	})
 }
 
-// Ranges implements items.Ranger: a rewritten status is in Envoy's range.
+// Ranges implements items.Ranger: a replaced status is an error status,
+// a rewritten one is in Envoy's range.
 func (*CustomErrors) Ranges() []items.Range {
+	const why = "it must be an error status (a 1xx is never a final response, and a 2xx or 3xx is no error to replace)"
 	return []items.Range{
+		{Path: "localReplies[].statuses[]", Min: MinStatus, Max: MaxStatus, Why: why},
+		{Path: "upstream[].statuses[]", Min: MinStatus, Max: MaxStatus, Why: why},
 		{Path: "localReplies[].rewriteStatus", Min: MinRewriteStatus, Max: MaxRewriteStatus},
 		{Path: "upstream[].rewriteStatus", Min: MinRewriteStatus, Max: MaxRewriteStatus},
 	}
@@ -182,7 +186,7 @@ func checkList(p *items.Problems, name string, pages []Page) map[uint32]string {
 			path := fmt.Sprintf("%s.statuses[%d]", at, j)
 			switch first, dup := where[s]; {
 			case s < MinStatus || s > MaxStatus:
-				p.Addf(path, "must be an error status, %d to %d, got %d", MinStatus, MaxStatus, s)
+				// CheckRanges says so.
 			case dup:
 				p.Addf(path, "%d is already in %s; a status belongs to one entry", s, first)
 			default:

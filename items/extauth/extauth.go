@@ -139,28 +139,28 @@ var checkReads = []string{"authorization", "cookie"}
 // ExtAuth is the `extAuth` section.
 type ExtAuth struct {
 	items.Toggle
-	Service                string            `json:"service" doc:"Host of the auth service, as istiod names its cluster: a Service's full name (oauth2-proxy.auth.svc.cluster.local) or a ServiceEntry's host."`
-	Port                   items.Port        `json:"port" doc:"The auth service's port."`
-	Protocol               Protocol          `json:"protocol" doc:"http (default): Envoy sends the request's headers to the service, and a 200 answer allows it; grpc: Envoy's ext_authz gRPC API (envoy.service.auth.v3.Authorization)."`
-	Path                   string            `json:"path" doc:"http only: the path every check is sent to, replacing the request's own (Envoy's path_override; Istio 1.30 / Envoy 1.38 or newer). The service must answer 200 to allow."`
-	PathPrefix             string            `json:"pathPrefix" doc:"http only: a prefix put before the request's own path and query in the check (Envoy's path_prefix), e.g. /oauth2/auth sends /oauth2/auth/app?x=1 for /app?x=1. Without path or pathPrefix the check goes to the request's own path."`
-	Timeout                items.Millis      `json:"timeout" doc:"How long a request waits for the check, 1ms to 1m; a bare integer is milliseconds (default 2s). Past it, failureMode decides."`
-	FailureMode            FailureMode       `json:"failureMode" doc:"When the check fails (the service unreachable, timed out, or answering 5xx): deny (default) answers failureStatus; allow lets the request through unchecked, with x-envoy-auth-failure-mode-allowed: true."`
-	FailureStatus          *uint32           `json:"failureStatus" doc:"The status of a request whose check failed, with failureMode deny: 400 to 599 as Envoy knows them (default 503)."`
-	RequestHeaders         []string          `json:"requestHeaders" doc:"The request headers sent to the service (default: every one, as ingress-nginx sends them); Envoy always sends authorization, the method, path and host over http. Cookie sessions need cookie."`
-	UpstreamHeaders        []string          `json:"upstreamHeaders" doc:"http only: headers of the service's 200 answer put on the request to the backend (ingress-nginx global-auth-response-headers); a trailing * matches a prefix, e.g. x-auth-request-* (Istio 1.28 or newer). The client's own headers of these names are removed first, but authorization and cookie, which the check reads: the backend sees the service's value or none."`
-	ClientHeaders          []string          `json:"clientHeaders" doc:"http only: headers of the service's refusal sent to the client (default: every one). Given, Envoy also sends www-authenticate and location."`
-	ClientHeadersOnSuccess []string          `json:"clientHeadersOnSuccess" doc:"http only: headers of the service's 200 answer added to the response the client gets (default: set-cookie, so a refreshed session cookie reaches the browser, as ingress-nginx does)."`
-	AddHeaders             map[string]string `json:"addHeaders" doc:"http only: headers added to every check, name → value with Envoy command operators, e.g. x-auth-request-redirect: \"%REQ(:path)%\" (ingress-nginx global-auth-request-redirect)."`
-	Skip                   Skip              `json:"skip" doc:"Requests that pass without a check."`
-	SignIn                 *SignIn           `json:"signIn" doc:"A refusal with 401 becomes a redirect (302) to a sign-in page, with the original URL as a parameter (ingress-nginx global-auth-signin)."`
-	Shadow                 bool              `json:"shadow" doc:"Check and count, but never refuse: the result is in the ext_authz statistics (shadow_denied) and in filter state. Istio 1.30 (Envoy 1.38) or newer."`
+	Service                string                       `json:"service" doc:"Host of the auth service, as istiod names its cluster: a Service's full name (oauth2-proxy.auth.svc.cluster.local) or a ServiceEntry's host."`
+	Port                   items.Port                   `json:"port" doc:"The auth service's port."`
+	Protocol               Protocol                     `json:"protocol" doc:"http (default): Envoy sends the request's headers to the service, and a 200 answer allows it; grpc: Envoy's ext_authz gRPC API (envoy.service.auth.v3.Authorization)."`
+	Path                   string                       `json:"path" doc:"http only: the path every check is sent to, replacing the request's own (Envoy's path_override; Istio 1.30 / Envoy 1.38 or newer). The service must answer 200 to allow."`
+	PathPrefix             string                       `json:"pathPrefix" doc:"http only: a prefix put before the request's own path and query in the check (Envoy's path_prefix), e.g. /oauth2/auth sends /oauth2/auth/app?x=1 for /app?x=1. Without path or pathPrefix the check goes to the request's own path."`
+	Timeout                items.Millis                 `json:"timeout" doc:"How long a request waits for the check, 1ms to 1m; a bare integer is milliseconds (default 2s). Past it, failureMode decides."`
+	FailureMode            FailureMode                  `json:"failureMode" doc:"When the check fails (the service unreachable, timed out, or answering 5xx): deny (default) answers failureStatus; allow lets the request through unchecked, with x-envoy-auth-failure-mode-allowed: true."`
+	FailureStatus          *uint32                      `json:"failureStatus" doc:"The status of a request whose check failed, with failureMode deny: 400 to 599 as Envoy knows them (default 503)."`
+	RequestHeaders         []string                     `json:"requestHeaders" doc:"The request headers sent to the service (default, or a lone *: every one, as ingress-nginx sends them); Envoy always sends authorization, the method, path and host over http. Cookie sessions need cookie."`
+	UpstreamHeaders        []string                     `json:"upstreamHeaders" doc:"http only: headers of the service's 200 answer put on the request to the backend (ingress-nginx global-auth-response-headers); a trailing * matches a prefix, e.g. x-auth-request-* (Istio 1.28 or newer). The client's own headers of these names are removed first, but authorization and cookie, which the check reads: the backend sees the service's value or none."`
+	ClientHeaders          []string                     `json:"clientHeaders" doc:"http only: headers of the service's refusal sent to the client (default: every one). Given, Envoy also sends www-authenticate and location."`
+	ClientHeadersOnSuccess []string                     `json:"clientHeadersOnSuccess" doc:"http only: headers of the service's 200 answer added to the response the client gets (default: set-cookie, so a refreshed session cookie reaches the browser, as ingress-nginx does)."`
+	AddHeaders             map[string]items.HeaderValue `json:"addHeaders" doc:"http only: headers added to every check, name → value with Envoy command operators, e.g. x-auth-request-redirect: \"%REQ(:path)%\" (ingress-nginx global-auth-request-redirect)."`
+	Skip                   Skip                         `json:"skip" doc:"Requests that pass without a check."`
+	SignIn                 *SignIn                      `json:"signIn" doc:"A refusal with 401 becomes a redirect (302) to a sign-in page, with the original URL as a parameter (ingress-nginx global-auth-signin)."`
+	Shadow                 bool                         `json:"shadow" doc:"Check and count, but never refuse: the result is in the ext_authz statistics (shadow_denied) and in filter state. Istio 1.30 (Envoy 1.38) or newer."`
 }
 
 // Skip lists the requests that pass without a check.
 type Skip struct {
 	Paths []string `json:"paths" doc:"Path prefixes of whole segments: /.well-known/acme-challenge skips /.well-known/acme-challenge and /.well-known/acme-challenge/x, not /.well-known/acme-challengeX; matched on the path as the connection manager normalized it (see hardening), without the query. Default [/.well-known/acme-challenge], as ingress-nginx's no-auth-locations."`
-	Hosts []string `json:"hosts" doc:"Host names whose requests pass unchecked, on any port (the request's :authority), e.g. public.example.com."`
+	Hosts []string `json:"hosts" doc:"Host names whose requests pass unchecked, on any port (the request's :authority), e.g. public.example.com; case does not matter."`
 }
 
 // SignIn is the sign-in redirect.
@@ -308,6 +308,9 @@ func (a *ExtAuth) Validate() error {
 		p.Addf("failureStatus", "only applies with failureMode: deny")
 	}
 	checkHeaderList(&p, "requestHeaders", a.RequestHeaders, false)
+	if i := slices.Index(a.RequestHeaders, "*"); i >= 0 && len(a.RequestHeaders) > 1 {
+		p.Addf(fmt.Sprintf("requestHeaders[%d]", i), "a lone * already sends every request header; remove the other names, or the *")
+	}
 	checkHeaderList(&p, "upstreamHeaders", a.UpstreamHeaders, true)
 	for i, h := range a.UpstreamHeaders {
 		prefix, ok := strings.CutSuffix(strings.ToLower(h), "*")
@@ -418,6 +421,9 @@ func checkSkipHosts(p *items.Problems, hosts []string) {
 	seen := map[string]int{}
 	for i, h := range hosts {
 		at := fmt.Sprintf("skip.hosts[%d]", i)
+		// Host names ignore case, and so does the matcher (toCheck):
+		// Public.Example.com skips public.example.com.
+		h = strings.ToLower(h)
 		switch {
 		case strings.HasPrefix(h, "*"):
 			p.Addf(at, "a wildcard is not supported: list each host (a request's host is matched exactly, on any port)")
@@ -426,8 +432,8 @@ func checkSkipHosts(p *items.Problems, hosts []string) {
 			p.Addf(at, "write the host without a port: its requests on every port skip the check")
 			continue
 		}
-		if msgs := validation.IsDNS1123Subdomain(h); len(msgs) > 0 {
-			p.Addf(at, "must be a lower-case host name: %s", msgs[0])
+		if len(validation.IsDNS1123Subdomain(h)) > 0 {
+			p.Addf(at, "must be a host name of letters, digits, '-' and '.', such as public.example.com, got %q", hosts[i])
 			continue
 		}
 		if j, ok := seen[h]; ok {
@@ -490,7 +496,7 @@ func (a *ExtAuth) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 		cfg.StatusOnError = &typev3.HttpStatus{Code: typev3.StatusCode(status)}
 	}
 	switch {
-	case a.RequestHeaders != nil:
+	case a.RequestHeaders != nil && !slices.Contains(a.RequestHeaders, "*"):
 		cfg.AllowedHeaders = names(a.RequestHeaders)
 	case a.Protocol == "http":
 		// Envoy's HTTP client sends only authorization, the method, path
@@ -577,7 +583,7 @@ func (a *ExtAuth) httpService(cluster string, timeout *durationpb.Duration) *ext
 	if len(a.AddHeaders) > 0 {
 		s.AuthorizationRequest = &extauthzv3.AuthorizationRequest{}
 		for _, k := range slices.Sorted(maps.Keys(a.AddHeaders)) {
-			s.AuthorizationRequest.HeadersToAdd = append(s.AuthorizationRequest.HeadersToAdd, &corev3.HeaderValue{Key: k, Value: a.AddHeaders[k]})
+			s.AuthorizationRequest.HeadersToAdd = append(s.AuthorizationRequest.HeadersToAdd, &corev3.HeaderValue{Key: k, Value: string(a.AddHeaders[k])})
 		}
 	}
 	onSuccess := a.ClientHeadersOnSuccess
@@ -696,6 +702,7 @@ func (a *ExtAuth) toCheck() *rbacv3.Permission {
 	for _, h := range a.Skip.Hosts {
 		// The authority as the client sent it: the host alone, or with a
 		// port after a colon. Host names ignore case.
+		h = strings.ToLower(h)
 		skip = append(skip,
 			authority(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h}, IgnoreCase: true}),
 			authority(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: h + ":"}, IgnoreCase: true}))

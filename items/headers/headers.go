@@ -32,22 +32,22 @@ const (
 // Headers is the `headers` section.
 type Headers struct {
 	items.Toggle
-	DisableXEnvoyHeaders bool              `json:"disableXEnvoyHeaders" doc:"Stop adding x-envoy-* headers (router suppress_envoy_headers, merged, never replaced)."`
-	AddXRealIPHeader     bool              `json:"addXRealIpHeader" doc:"Set x-real-ip to the client address on requests to services."`
-	Server               *Server           `json:"server" doc:"The response server header."`
-	RequestID            *RequestID        `json:"requestId" doc:"x-request-id handling."`
-	XFF                  *XFF              `json:"xff" doc:"X-Forwarded-For trust."`
-	ResponseHeaders      map[string]string `json:"responseHeaders" doc:"Headers set on every response, replacing the service's, e.g. x-content-type-options."`
-	Request              *RequestEdits     `json:"request" doc:"Request headers changed before the request is forwarded to a service."`
-	Response             *ResponseEdits    `json:"response" doc:"Response headers removed before the response reaches the client."`
+	DisableXEnvoyHeaders bool                         `json:"disableXEnvoyHeaders" doc:"Stop adding x-envoy-* headers (router suppress_envoy_headers, merged, never replaced)."`
+	AddXRealIPHeader     bool                         `json:"addXRealIpHeader" doc:"Set x-real-ip to the client address on requests to services."`
+	Server               *Server                      `json:"server" doc:"The response server header."`
+	RequestID            *RequestID                   `json:"requestId" doc:"x-request-id handling."`
+	XFF                  *XFF                         `json:"xff" doc:"X-Forwarded-For trust."`
+	ResponseHeaders      map[string]items.HeaderValue `json:"responseHeaders" doc:"Headers set on every response, replacing the service's, e.g. x-content-type-options."`
+	Request              *RequestEdits                `json:"request" doc:"Request headers changed before the request is forwarded to a service."`
+	Response             *ResponseEdits               `json:"response" doc:"Response headers removed before the response reaches the client."`
 }
 
 // RequestEdits are changes to every request's headers, made by the route
 // configuration before the request is forwarded.
 type RequestEdits struct {
-	Set    map[string]string `json:"set" doc:"Headers set, replacing any the client sent (ingress-nginx proxy-set-headers)."`
-	Append map[string]string `json:"append" doc:"Headers added, keeping any the client sent (a second value, or a new header)."`
-	Remove []string          `json:"remove" doc:"Headers removed from the request."`
+	Set    map[string]items.HeaderValue `json:"set" doc:"Headers set, replacing any the client sent (ingress-nginx proxy-set-headers)."`
+	Append map[string]items.HeaderValue `json:"append" doc:"Headers added, keeping any the client sent (a second value, or a new header)."`
+	Remove []string                     `json:"remove" doc:"Headers removed from the request."`
 }
 
 // ResponseEdits are changes to every response's headers.
@@ -144,7 +144,7 @@ func (h *Headers) Validate() error {
 				p.Addf("request.append."+name, "is also in request.set; a header is either set or appended")
 			}
 		}
-		for _, edits := range []map[string]string{r.Set, r.Append} {
+		for _, edits := range []map[string]items.HeaderValue{r.Set, r.Append} {
 			if _, ok := edits[RealIPHeader]; ok && h.AddXRealIPHeader {
 				p.Addf("request", "%s is also set by addXRealIpHeader; keep one", RealIPHeader)
 			}
@@ -169,7 +169,7 @@ func (h *Headers) Validate() error {
 
 // checkRemoved checks a list of header names to remove: each valid, listed
 // once, and not also added by one of the maps of added headers.
-func checkRemoved(p *items.Problems, path string, names []string, added ...map[string]string) {
+func checkRemoved(p *items.Problems, path string, names []string, added ...map[string]items.HeaderValue) {
 	seen := map[string]bool{}
 	for i, name := range names {
 		at := fmt.Sprintf("%s[%d]", path, i)
@@ -249,14 +249,14 @@ func (h *Headers) Build() ([]envoyfilter.Patch, error) {
 		rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.SetHeader(RealIPHeader, RealIPValue))
 	}
 	for _, name := range slices.Sorted(maps.Keys(h.ResponseHeaders)) {
-		rc.ResponseHeadersToAdd = append(rc.ResponseHeadersToAdd, envoyfilter.SetHeader(name, h.ResponseHeaders[name]))
+		rc.ResponseHeadersToAdd = append(rc.ResponseHeadersToAdd, envoyfilter.SetHeader(name, string(h.ResponseHeaders[name])))
 	}
 	if r := h.Request; r != nil {
 		for _, name := range slices.Sorted(maps.Keys(r.Set)) {
-			rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.SetHeader(name, r.Set[name]))
+			rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.SetHeader(name, string(r.Set[name])))
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Append)) {
-			rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.AppendHeader(name, r.Append[name]))
+			rc.RequestHeadersToAdd = append(rc.RequestHeadersToAdd, envoyfilter.AppendHeader(name, string(r.Append[name])))
 		}
 		rc.RequestHeadersToRemove = slices.Clone(r.Remove)
 	}

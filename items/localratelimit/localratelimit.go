@@ -80,16 +80,16 @@ const (
 // LocalRateLimit is the `localRateLimit` section.
 type LocalRateLimit struct {
 	items.Toggle
-	MaxTokens       *uint32           `json:"maxTokens" doc:"The global bucket's size, the burst allowed for all requests together, at least 1. Required unless perClient or perHeader is given; without it only the keyed limits apply."`
-	TokensPerFill   uint32            `json:"tokensPerFill" doc:"Tokens added to the global bucket every fillInterval (default 1): the two make the refill rate."`
-	FillInterval    items.Seconds     `json:"fillInterval" doc:"How often tokens are added to the global bucket, at least 50ms (default 1s)."`
-	PerClient       *Bucket           `json:"perClient" doc:"One bucket per client address, the one the connection manager trusts (see clientIP and headers.xff)."`
-	PerHeader       []HeaderLimit     `json:"perHeader" doc:"One bucket per value of a request header, e.g. x-api-key; requests without the header are not counted here. At most 10."`
-	MaxKeys         uint32            `json:"maxKeys" doc:"How many keys (client addresses, header values) each keyed limit remembers, least recently used forgotten first, 1 to 100000 (default 10000; Envoy's max_dynamic_descriptors)."`
-	StatusCode      uint32            `json:"statusCode" doc:"The status limited requests are answered, 400 to 599 as Envoy knows them (default 429)."`
-	ResponseHeaders map[string]string `json:"responseHeaders" doc:"Headers added to limited responses, e.g. x-local-rate-limit: \"true\"; at most 10."`
-	FilterEnabled   float64           `json:"filterEnabled" doc:"Percentage of requests the limits are checked for (default 100)."`
-	FilterEnforced  float64           `json:"filterEnforced" doc:"Percentage of checked requests over a limit that are refused (default 100; 0 is shadow mode: counted, not refused)."`
+	MaxTokens       *uint32                      `json:"maxTokens" doc:"The global bucket's size, the burst allowed for all requests together, at least 1. Required unless perClient or perHeader is given; without it only the keyed limits apply."`
+	TokensPerFill   uint32                       `json:"tokensPerFill" doc:"Tokens added to the global bucket every fillInterval (default 1): the two make the refill rate."`
+	FillInterval    items.Seconds                `json:"fillInterval" doc:"How often tokens are added to the global bucket, at least 50ms (default 1s)."`
+	PerClient       *Bucket                      `json:"perClient" doc:"One bucket per client address, the one the connection manager trusts (see clientIP and headers.xff)."`
+	PerHeader       []HeaderLimit                `json:"perHeader" doc:"One bucket per value of a request header, e.g. x-api-key; requests without the header are not counted here. At most 10."`
+	MaxKeys         uint32                       `json:"maxKeys" doc:"How many keys (client addresses, header values) each keyed limit remembers, least recently used forgotten first, 1 to 100000 (default 10000; Envoy's max_dynamic_descriptors)."`
+	StatusCode      uint32                       `json:"statusCode" doc:"The status limited requests are answered, 400 to 599 as Envoy knows them (default 429)."`
+	ResponseHeaders map[string]items.HeaderValue `json:"responseHeaders" doc:"Headers added to limited responses, e.g. x-local-rate-limit: \"true\"; at most 10."`
+	FilterEnabled   float64                      `json:"filterEnabled" doc:"Percentage of requests the limits are checked for (default 100)."`
+	FilterEnforced  float64                      `json:"filterEnforced" doc:"Percentage of checked requests over a limit that are refused (default 100; 0 is shadow mode: counted, not refused)."`
 }
 
 // Bucket is a keyed limit's token bucket: one per key.
@@ -359,7 +359,7 @@ func (l *LocalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, e
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.ResponseHeaders)) {
-		cfg.ResponseHeadersToAdd = append(cfg.ResponseHeadersToAdd, envoyfilter.SetHeader(name, l.ResponseHeaders[name]))
+		cfg.ResponseHeadersToAdd = append(cfg.ResponseHeadersToAdd, envoyfilter.SetHeader(name, string(l.ResponseHeaders[name])))
 	}
 	p, err := envoyfilter.InsertHTTPFilter(envoyfilter.LocalRateLimit, cfg)
 	if err != nil {

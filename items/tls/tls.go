@@ -132,6 +132,11 @@ type MaxAge struct {
 
 // DecodeScalar implements the document decoder's scalar hook.
 func (m *MaxAge) DecodeScalar(tag, value string) error {
+	if tag == "!!float" {
+		// max-age is a whole number of seconds (RFC 6797).
+		m.invalid = true
+		return fmt.Errorf("must be a whole number of seconds such as 31536000, or a duration such as \"8760h\", got %s", value)
+	}
 	if tag == "!!str" {
 		if _, err := strconv.ParseUint(value, 10, 64); err == nil {
 			tag = "!!int"

@@ -256,6 +256,10 @@ func (t *Tracing) Validate() error {
 		}
 	}
 	for _, tag := range slices.Sorted(maps.Keys(t.CustomTags)) {
+		if tag == "" {
+			p.Addf("customTags", "has a tag whose name is empty (\"\"): a span tag needs a name, such as environment")
+			continue
+		}
 		t.CustomTags[tag].validate(&p, "customTags."+tag)
 	}
 	return p.Err()

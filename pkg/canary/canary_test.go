@@ -180,7 +180,7 @@ func step(t *testing.T, in canary.Input) canary.Output {
 	return out
 }
 
-func secs(d time.Duration) items.Seconds { return items.Seconds{Duration: d} }
+func secs(d time.Duration) *items.Seconds { return &items.Seconds{Duration: d} }
 
 // gateway is a proxy of the fleet: a gateway of Istio 1.31.0 labelled v.
 func gateway(name, v string) canary.FleetProxy {

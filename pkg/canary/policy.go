@@ -93,15 +93,15 @@ const (
 
 // Policy is the document's rollout section.
 type Policy struct {
-	Strategy    Strategy      `json:"strategy,omitempty" doc:"Direct (default): a change reaches every proxy at once. Canary: it reaches the canary proxies first, and the rest only after they took it."`
-	CanaryLabel string        `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary). No target.selector may name it."`
-	CanaryAcks  Acks          `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
-	BakeTime    items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
-	RollbackOn  RollbackOn    `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
+	Strategy    Strategy       `json:"strategy,omitempty" doc:"Direct (default): a change reaches every proxy at once. Canary: it reaches the canary proxies first, and the rest only after they took it."`
+	CanaryLabel string         `json:"canaryLabel,omitempty" doc:"Workload label that sorts the proxies: \"true\" on the canaries, \"false\" on every other proxy the EnvoyFilters reach (default globalconfig.io/canary). No target.selector may name it."`
+	CanaryAcks  Acks           `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
+	BakeTime    *items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
+	RollbackOn  RollbackOn     `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
 	// Coverage, PhaseTimeout and Analysis are canary rollouts' only.
-	Coverage     Coverage      `json:"coverage,omitempty" doc:"Canary only: which canaries a change needs before its phase starts. Variants (default): for every changed item, a canary of each proxy kind (gateway, sidecar) and each release variant of the item that any proxy it reaches runs. Kinds: of each proxy kind. Items: at least one canary the item reaches (never less)."`
-	PhaseTimeout items.Seconds `json:"phaseTimeout,omitempty" doc:"Canary only: the longest a phase may last, from the edit, waiting to start, baking and waiting for answers included; past it the change is rolled back. Seconds or a duration, at least bakeTime, at most 3h (default 3 × bakeTime)."`
-	Analysis     *Analysis     `json:"analysis,omitempty" doc:"Canary only: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies': a canary that answers more errors rolls back. Without it a phase is judged by ACKs and NACKs alone."`
+	Coverage     Coverage       `json:"coverage,omitempty" doc:"Canary only: which canaries a change needs before its phase starts. Variants (default): for every changed item, a canary of each proxy kind (gateway, sidecar) and each release variant of the item that any proxy it reaches runs. Kinds: of each proxy kind. Items: at least one canary the item reaches (never less)."`
+	PhaseTimeout *items.Seconds `json:"phaseTimeout,omitempty" doc:"Canary only: the longest a phase may last, from the edit, waiting to start, baking and waiting for answers included; past it the change is rolled back. Seconds or a duration, at least bakeTime, at most 3h (default 3 × bakeTime)."`
+	Analysis     *Analysis      `json:"analysis,omitempty" doc:"Canary only: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies': a canary that answers more errors rolls back. Without it a phase is judged by ACKs and NACKs alone."`
 }
 
 // Coverage is which canaries a change needs before its phase starts.
@@ -141,7 +141,7 @@ const PhaseTimeoutFactor = 3
 // Timeout is the phase timeout, its default (PhaseTimeoutFactor bake
 // times) filled in.
 func (p Policy) Timeout() time.Duration {
-	if p.PhaseTimeout.Duration == 0 {
+	if p.PhaseTimeout == nil {
 		return PhaseTimeoutFactor * p.Bake()
 	}
 	return p.PhaseTimeout.Duration
@@ -168,18 +168,22 @@ func (p Policy) Rollback() RollbackOn {
 
 // Bake is the bake time, its default filled in.
 func (p Policy) Bake() time.Duration {
-	if p.BakeTime.Duration == 0 {
+	if p.BakeTime == nil {
 		return DefaultBakeTime
 	}
 	return p.BakeTime.Duration
 }
 
-// Ranges implements items.Ranger for the JSON Schema: bakeTime's bounds.
-// Validate checks them itself, and takes 0 for the default too.
-// (phaseTimeout's lower bound is the bake time, which a schema can't
-// say: validation alone checks it.)
+// Ranges implements items.Ranger: the bounds of bakeTime and phaseTimeout,
+// which Validate checks and the JSON Schema shows. A key left out takes its
+// default; a key written is held to its range, 0 included. (phaseTimeout's
+// lower bound is also the bake time, which a schema can't say: validation
+// alone checks that.)
 func (Policy) Ranges() []items.Range {
-	return []items.Range{items.DurationRange("bakeTime", MinBakeTime, MaxBakeTime)}
+	return []items.Range{
+		items.DurationRange("bakeTime", MinBakeTime, MaxBakeTime),
+		items.DurationRange("phaseTimeout", MinBakeTime, MaxPhaseTimeout),
+	}
 }
 
 // Validate returns every problem of p, with paths relative to the section.
@@ -190,16 +194,12 @@ func (p Policy) Validate() error {
 			errs.Addf("canaryLabel", "invalid label key: %s", msg)
 		}
 	}
-	if d := p.BakeTime.Duration; d != 0 && (d < MinBakeTime || d > MaxBakeTime) {
-		errs.Addf("bakeTime", "must be between %s and %s, got %s", MinBakeTime, MaxBakeTime, d)
-	}
-	if d := p.PhaseTimeout.Duration; d != 0 && (d < MinBakeTime || d > MaxPhaseTimeout) {
-		errs.Addf("phaseTimeout", "must be between %s and %s, got %s", MinBakeTime, MaxPhaseTimeout, d)
-	} else if d != 0 && d < p.Bake() {
+	items.CheckRanges(&errs, p)
+	if d := p.Timeout(); p.PhaseTimeout != nil && d >= MinBakeTime && d <= MaxPhaseTimeout && d < p.Bake() {
 		errs.Addf("phaseTimeout", "is %s, shorter than the bake time %s: every phase would be rolled back before it could be promoted", d, p.Bake())
 	}
-	if !p.Enabled() && (p.CanaryLabel != "" || p.CanaryAcks != (Acks{}) || p.BakeTime.Duration != 0 ||
-		p.Coverage != "" || p.PhaseTimeout.Duration != 0 || p.Analysis != nil) {
+	if !p.Enabled() && (p.CanaryLabel != "" || p.CanaryAcks != (Acks{}) || p.BakeTime != nil ||
+		p.Coverage != "" || p.PhaseTimeout != nil || p.Analysis != nil) {
 		errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks, bakeTime, coverage, phaseTimeout and analysis do nothing; set strategy: Canary or remove them", Direct)
 	}
 	if p.Analysis != nil {

@@ -109,15 +109,10 @@ func rangeCases(t *testing.T) []limitsCase {
 	if len(out) == 0 {
 		t.Fatal("no item declares a Range")
 	}
-	// The rollout policy's bakeTime; its 0 (the default) is left out: the
-	// schema refuses it and validation takes it, which never offers an
-	// editor what validation refuses.
+	// The rollout policy's bakeTime and phaseTimeout, 0 included: a key
+	// left out takes its default, one written is held to its range.
 	for _, rng := range (canary.Policy{}).Ranges() {
-		for _, c := range durationCases(canary.Key+"."+rng.Path, rng) {
-			if c.value.Value != "0" {
-				out = append(out, c)
-			}
-		}
+		out = append(out, durationCases(canary.Key+"."+rng.Path, rng)...)
 	}
 	return out
 }
@@ -238,6 +233,11 @@ func TestSchemaAndValidateAgreeOnLimits(t *testing.T) {
 			if strings.HasPrefix(c.path, canary.Key+".") {
 				// The policy's keys other than strategy need Canary.
 				setPath(t, doc, []string{canary.Key, "strategy"}, strNode(string(canary.Canary)))
+			}
+			if c.path == canary.Key+".phaseTimeout" {
+				// Its floor is also the bake time, which a schema can't
+				// say: the shortest bake time leaves the range's floor.
+				setPath(t, doc, []string{canary.Key, "bakeTime"}, strNode(canary.MinBakeTime.String()))
 			}
 			setPath(t, doc, items.Range{Path: c.path}.Keys(), c.value)
 			check(t, doc, c.path, c.valid)

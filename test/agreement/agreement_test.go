@@ -52,7 +52,7 @@ var deliberate = []struct {
 	rule(`accessLog\.path`, `has a part of \d+ bytes`, "Linux takes names of at most 255 bytes: a proxy can't open the file and refuses the listener, where Envoy's validate mode may not open it"),
 	rule(`accessLog\.path`, `is in a folder an Istio proxy doesn't have`, "Envoy creates no folders, and an Istio proxy has none under its writable emptyDirs: Envoy there refuses the listener, as an Envoy here, with folders of its own, may not"),
 	rule(`tls\.ports\[\d+\]`, `plaintext HTTP port`, "the standard gateway's plaintext HTTP port has no TLS: Envoy there refuses TLS settings without certificates; the representative configuration has TLS on every port but 8080"),
-	rule(`(gzip|brotli|zstd)\.contentType\[\d+\]`, `bare lower-case media type|must be a media type`, "Envoy compares a response's media type without its parameters, ignoring case: an entry with parameters, upper case or two types in one never matches"),
+	rule(`(gzip|brotli|zstd)\.contentType\[\d+\]`, `bare lower-case media type|must be a media type|a wildcard`, "Envoy compares a response's media type without its parameters, ignoring case: an entry with parameters, upper case, a wildcard or two types in one never matches"),
 	rule(`customErrors\.(localReplies|upstream)\[\d+\]\.contentType`, `must be a media type`, "the content-type of a page must be one media type for the client to read the body"),
 	rule(`hardening\.normalizePath`, `only true can be set`, "an EnvoyFilter MERGE can't turn normalization off (false is the default a merge leaves alone): the author's false would do nothing"),
 	rule(`(hardening|upstream)\.maxRequestsPerConnection`, `must be at least 1`, "0 means no limit to Envoy: the key would do nothing"),

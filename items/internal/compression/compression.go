@@ -6,6 +6,7 @@ package compression
 import (
 	"fmt"
 	"mime"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
@@ -64,6 +65,8 @@ func (r Response) Validate(p *items.Problems) {
 		switch {
 		case err != nil:
 			p.Addf(path, "must be a media type such as \"text/html\", got %q", ct)
+		case strings.Contains(mt, "*"):
+			p.Addf(path, "is %q, a wildcard, but Envoy's compressor compares media types exactly, so it would match no response; list each type instead, such as \"text/html\" and \"text/css\"", ct)
 		case len(params) > 0 || mt != ct:
 			p.Addf(path, "must be a bare lower-case media type without parameters, such as %q, got %q", mt, ct)
 		}
