@@ -28,6 +28,9 @@ type decoder struct {
 	cache, decoded map[string]cachedSection
 	// fleet, when set, replaces every target's istioVersions.
 	fleet []envoyfilter.Version
+	// hashes are the content hashes of section value nodes parseSections
+	// already knows (nil when the document was parsed whole).
+	hashes map[*yaml.Node]uint64
 	// facts, when set, are asked about the services items send to.
 	facts Facts
 	// unvalidated skips every rule beyond decoding.
