@@ -72,11 +72,13 @@ func ProtojsonDetail(err error) string {
 // from its Struct encoding (no field lost or renamed), and must pass
 // Envoy's validation rules — for MERGE, once merged onto a minimal valid
 // object of its type, as Istio will merge it onto a real one. It returns
-// the Struct to publish, a fresh copy the caller may keep.
+// the Struct to publish.
 //
 // The answer depends on the patch's content only, so it is memoized by
 // content: every render rebuilds unchanged items' patches, and checking
-// them again would prove nothing new.
+// them again would prove nothing new. The Struct is shared by every
+// caller that checks the same content, as published objects are: never
+// change it (proto.Clone it first).
 func Check(p Patch) (*structpb.Struct, error) {
 	key, ok := checkKey(p)
 	if !ok {
@@ -90,7 +92,7 @@ func Check(p Patch) (*structpb.Struct, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	return proto.Clone(r.value).(*structpb.Struct), nil
+	return r.value, nil
 }
 
 // checkCacheSize bounds the memo of Check: a few times the patches of the
@@ -102,7 +104,7 @@ const checkCacheSize = 4096
 var checked = memo.New[[sha256.Size]byte, checkResult](checkCacheSize)
 
 type checkResult struct {
-	value *structpb.Struct // never changed: Check hands out copies
+	value *structpb.Struct // shared, never changed
 	err   error
 }
 
