@@ -13,7 +13,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"reflect"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -235,7 +236,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		node     *yaml.Node
 		override envoyfilter.Target
 	}
-	var sections []pending
+	sections := make([]pending, 0, len(n.Content)/2)
 	// Top-level keys that belong to an item: item name → key → node.
 	topLevel := map[string][]aliasNode{}
 	d.eachKey(n, "", func(key string, kn, vn *yaml.Node) {
@@ -267,6 +268,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 	})
 	// The document target as text, for the sections' source hashes.
 	targetText := fmt.Sprintf("%+v", doc.Target)
+	doc.Sections = make([]Section, 0, len(sections)+len(topLevel))
 	for _, p := range sections {
 		sec, _ := d.cachedSection(p.reg, p.node, doc.Target, targetText, topLevel[p.reg.Name])
 		doc.Sections = append(doc.Sections, sec)
@@ -283,7 +285,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 			doc.Sections = append(doc.Sections, sec)
 		}
 	}
-	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
+	slices.SortFunc(doc.Sections, func(a, b Section) int { return strings.Compare(a.Name, b.Name) })
 	if d.unvalidated {
 		return
 	}
