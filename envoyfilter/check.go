@@ -88,6 +88,11 @@ func Check(p Patch) (*structpb.Struct, error) {
 	if !ok {
 		r.value, r.err = check(p)
 		checked.Put(key, r)
+		if r.err == nil {
+			if wire, err := deterministic.Marshal(r.value); err == nil {
+				wires.Put(r.value, wire)
+			}
+		}
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -102,6 +107,11 @@ const checkCacheSize = 4096
 
 // checked memoizes check by patch content.
 var checked = memo.New[[sha256.Size]byte, checkResult](checkCacheSize)
+
+// wires holds the deterministic wire encoding of the Structs Check hands
+// out, by identity: they are never changed, so SpecHash can hash a spec
+// made of them without encoding each again.
+var wires = memo.New[*structpb.Struct, []byte](checkCacheSize)
 
 type checkResult struct {
 	value *structpb.Struct // shared, never changed

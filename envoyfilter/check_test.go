@@ -1,6 +1,8 @@
 package envoyfilter_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +24,8 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 func gzipFilter(t *testing.T, chunk uint32) envoyfilter.Patch {
@@ -243,4 +247,59 @@ func TestCheckAnswersRepeatedContentAlike(t *testing.T) {
 			t.Fatalf("chunk_size %d got another value's answer: %s", chunk, js)
 		}
 	}
+}
+
+// SpecHash hashes the spec's own wire encoding, whether its values come
+// from Check (encoded once, then reused) or not: every golden output's
+// spec hashes alike both ways, so an object's hash label never depends
+// on where its values were made.
+func TestSpecHashOfCheckedValuesIsTheSpecsOwn(t *testing.T) {
+	objs := renderGoldenObjects(t)
+	if len(objs) == 0 {
+		t.Fatal("no golden objects")
+	}
+	for _, o := range objs {
+		got, err := envoyfilter.SpecHash(o.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(o.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if want := hex.EncodeToString(sum[:8]); got != want {
+			t.Errorf("%s: SpecHash %s, the hash of its encoding %s", o.Metadata.Name, got, want)
+		}
+		// A copy holds none of Check's values: the whole encoding.
+		if again, _ := envoyfilter.SpecHash(proto.Clone(o.Spec).(*networking.EnvoyFilter)); again != got {
+			t.Errorf("%s: SpecHash of a copy %s, of the rendered spec %s", o.Metadata.Name, again, got)
+		}
+	}
+}
+
+// renderGoldenObjects renders every golden input that renders.
+func renderGoldenObjects(t *testing.T) []*envoyfilter.Object {
+	t.Helper()
+	ins, err := filepath.Glob("../items/*/testdata/*.in.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*envoyfilter.Object
+	for _, file := range ins {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := document.Parse(data)
+		if err != nil {
+			continue // an invalid input: its golden is an error
+		}
+		out, err := render.Desired(doc)
+		if err != nil {
+			continue
+		}
+		objs = append(objs, out...)
+	}
+	return objs
 }
