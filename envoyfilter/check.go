@@ -2,6 +2,8 @@ package envoyfilter
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/globalconfig/globalconfig/internal/memo"
 )
 
 // ToStruct encodes m the way an EnvoyFilter carries it: a Struct whose keys
@@ -69,7 +73,78 @@ func ProtojsonDetail(err error) string {
 // Envoy's validation rules — for MERGE, once merged onto a minimal valid
 // object of its type, as Istio will merge it onto a real one. It returns
 // the Struct to publish.
+//
+// The answer depends on the patch's content only, so it is memoized by
+// content: every render rebuilds unchanged items' patches, and checking
+// them again would prove nothing new. The Struct is shared by every
+// caller that checks the same content, as published objects are: never
+// change it (proto.Clone it first).
 func Check(p Patch) (*structpb.Struct, error) {
+	key, ok := checkKey(p)
+	if !ok {
+		return check(p)
+	}
+	r, ok := checked.Get(key)
+	if !ok {
+		r.value, r.err = check(p)
+		checked.Put(key, r)
+		if r.err == nil {
+			if wire, err := deterministic.Marshal(r.value); err == nil {
+				wires.Put(r.value, wire)
+			}
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.value, nil
+}
+
+// checkCacheSize bounds the memo of Check: a few times the patches of the
+// largest document, so a controller's renders all hit it, while a stream
+// of distinct documents can't grow it without limit.
+const checkCacheSize = 4096
+
+// checked memoizes check by patch content.
+var checked = memo.New[[sha256.Size]byte, checkResult](checkCacheSize)
+
+// wires holds the deterministic wire encoding of the Structs Check hands
+// out, by identity: they are never changed, so SpecHash can hash a spec
+// made of them without encoding each again.
+var wires = memo.New[*structpb.Struct, []byte](checkCacheSize)
+
+type checkResult struct {
+	value *structpb.Struct // shared, never changed
+	err   error
+}
+
+// checkKey is a hash of everything check reads: ApplyTo, Operation and
+// the value's deterministic wire encoding. Two values with the same wire
+// encoding hold the same fields with the same values (unknown fields
+// included), so protojson, the Struct round trip and ValidateAll see the
+// same message and give the same answer. A value whose packed Any bytes
+// were encoded in another map order only misses the memo. ok is false
+// when the value does not encode; check then reports why.
+func checkKey(p Patch) (key [sha256.Size]byte, ok bool) {
+	if p.Value == nil {
+		return key, false
+	}
+	b := make([]byte, 0, 256)
+	b = binary.AppendUvarint(b, uint64(p.ApplyTo))
+	b = binary.AppendUvarint(b, uint64(p.Operation))
+	b = append(b, p.Value.ProtoReflect().Descriptor().FullName()...)
+	b = append(b, 0)
+	b, err := deterministic.MarshalAppend(b, p.Value)
+	if err != nil {
+		return key, false
+	}
+	return sha256.Sum256(b), true
+}
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// check is Check without the memo.
+func check(p Patch) (*structpb.Struct, error) {
 	want, err := ValueType(p.ApplyTo)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package envoyfilter_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +24,8 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
 func gzipFilter(t *testing.T, chunk uint32) envoyfilter.Patch {
@@ -222,4 +227,79 @@ func TestObjectName(t *testing.T) {
 			t.Errorf("ObjectName(%q) = %q, want %q", item, got, want)
 		}
 	}
+}
+
+// Check remembers its answers by patch content: asking again gives the
+// same answer, a refused value stays refused, and a changed value is
+// checked afresh, never given another value's answer.
+func TestCheckAnswersRepeatedContentAlike(t *testing.T) {
+	for range 2 {
+		if _, err := envoyfilter.Check(gzipFilter(t, 100)); err == nil {
+			t.Fatal("chunk_size 100 passed the check when asked again")
+		}
+	}
+	for _, chunk := range []uint32{8192, 16384, 8192} {
+		s, err := envoyfilter.Check(gzipFilter(t, chunk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if js, _ := protojson.Marshal(s); !strings.Contains(string(js), fmt.Sprintf(`"chunk_size":%d`, chunk)) {
+			t.Fatalf("chunk_size %d got another value's answer: %s", chunk, js)
+		}
+	}
+}
+
+// SpecHash hashes the spec's own wire encoding, whether its values come
+// from Check (encoded once, then reused) or not: every golden output's
+// spec hashes alike both ways, so an object's hash label never depends
+// on where its values were made.
+func TestSpecHashOfCheckedValuesIsTheSpecsOwn(t *testing.T) {
+	objs := renderGoldenObjects(t)
+	if len(objs) == 0 {
+		t.Fatal("no golden objects")
+	}
+	for _, o := range objs {
+		got, err := envoyfilter.SpecHash(o.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(o.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if want := hex.EncodeToString(sum[:8]); got != want {
+			t.Errorf("%s: SpecHash %s, the hash of its encoding %s", o.Metadata.Name, got, want)
+		}
+		// A copy holds none of Check's values: the whole encoding.
+		if again, _ := envoyfilter.SpecHash(proto.Clone(o.Spec).(*networking.EnvoyFilter)); again != got {
+			t.Errorf("%s: SpecHash of a copy %s, of the rendered spec %s", o.Metadata.Name, again, got)
+		}
+	}
+}
+
+// renderGoldenObjects renders every golden input that renders.
+func renderGoldenObjects(t *testing.T) []*envoyfilter.Object {
+	t.Helper()
+	ins, err := filepath.Glob("../items/*/testdata/*.in.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*envoyfilter.Object
+	for _, file := range ins {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := document.Parse(data)
+		if err != nil {
+			continue // an invalid input: its golden is an error
+		}
+		out, err := render.Desired(doc)
+		if err != nil {
+			continue
+		}
+		objs = append(objs, out...)
+	}
+	return objs
 }

@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
@@ -300,12 +302,73 @@ func scope(variants [][]*networking.EnvoyFilter_EnvoyConfigObjectPatch, firsts [
 	return out
 }
 
-// SpecHash is a short, stable hash of an EnvoyFilter spec.
+// SpecHash is a short, stable hash of an EnvoyFilter spec: of its
+// deterministic wire encoding.
 func SpecHash(spec *networking.EnvoyFilter) (string, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(spec)
+	b, err := specWire(spec)
 	if err != nil {
 		return "", fmt.Errorf("hash spec: %w", err)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8]), nil
+}
+
+// specWire is the deterministic wire encoding of spec. Most of it is the
+// patch values, Structs whose keys a deterministic encoding sorts; the
+// values Check handed out were encoded once already (wires). Those are
+// written as they are: each patch is copied without its value, which goes
+// in as the Patch message's unknown field 2 instead. A message's unknown
+// fields follow its known ones, and value (2) is the last field a Patch
+// sets unless filter_class (3) is set, so the bytes are exactly those of
+// the whole spec's encoding; otherwise the spec is encoded whole.
+func specWire(spec *networking.EnvoyFilter) ([]byte, error) {
+	whole := func() ([]byte, error) { return deterministic.Marshal(spec) }
+	if len(spec.GetConfigPatches()) == 0 {
+		return whole()
+	}
+	cps := make([]*networking.EnvoyFilter_EnvoyConfigObjectPatch, len(spec.ConfigPatches))
+	found := false
+	for i, cp := range spec.ConfigPatches {
+		cps[i] = cp
+		v := cp.GetPatch().GetValue()
+		if v == nil || cp.Patch.FilterClass != networking.EnvoyFilter_Patch_UNSPECIFIED ||
+			len(cp.Patch.ProtoReflect().GetUnknown()) > 0 || len(cp.ProtoReflect().GetUnknown()) > 0 {
+			continue
+		}
+		wire, ok := wires.Get(v)
+		if !ok {
+			continue
+		}
+		patch := shallowCopy(cp.Patch, "value").(*networking.EnvoyFilter_Patch)
+		raw := protowire.AppendTag(nil, valueField, protowire.BytesType)
+		raw = protowire.AppendBytes(raw, wire)
+		patch.ProtoReflect().SetUnknown(raw)
+		c := shallowCopy(cp, "patch").(*networking.EnvoyFilter_EnvoyConfigObjectPatch)
+		c.Patch = patch
+		cps[i] = c
+		found = true
+	}
+	if !found || len(spec.ProtoReflect().GetUnknown()) > 0 {
+		return whole()
+	}
+	out := shallowCopy(spec, "config_patches").(*networking.EnvoyFilter)
+	out.ConfigPatches = cps
+	return deterministic.Marshal(out)
+}
+
+// valueField is the number of EnvoyFilter.Patch's value.
+const valueField = 2
+
+// shallowCopy is a new message of m's type holding m's fields but the one
+// named skip; message fields are shared, not copied.
+func shallowCopy(m proto.Message, skip protoreflect.Name) proto.Message {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Name() != skip {
+			dst.Set(fd, v)
+		}
+		return true
+	})
+	return dst.Interface()
 }

@@ -52,6 +52,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/internal/memo"
 )
 
 // Place is the kind of field a format string goes to; Envoy parses the
@@ -95,7 +96,39 @@ type Analysis struct {
 }
 
 // Analyze parses format as Envoy's substitution formatter does in place.
+// Answers are memoized by (format, place): validation, each targeted
+// release's check and the check of what items build ask about the same
+// strings on every render. The Analysis is shared: never change it.
 func Analyze(format string, place Place) Analysis {
+	if len(format) > maxMemoFormat {
+		return analyze(format, place)
+	}
+	key := memoKey{format, place}
+	a, ok := analyzed.Get(key)
+	if !ok {
+		a = analyze(format, place)
+		a.Problems = slices.Clip(a.Problems) // an append copies
+		analyzed.Put(key, a)
+	}
+	return a
+}
+
+// The memo of Analyze holds at most memoSize answers about strings of at
+// most maxMemoFormat bytes: a few MiB at worst, whatever documents come.
+const (
+	memoSize      = 4096
+	maxMemoFormat = 1024
+)
+
+type memoKey struct {
+	format string
+	place  Place
+}
+
+var analyzed = memo.New[memoKey, Analysis](memoSize)
+
+// analyze is Analyze without the memo.
+func analyze(format string, place Place) Analysis {
 	var c checker
 	if !utf8.ValidString(format) {
 		// Envoy takes format strings from protobuf strings, which are UTF-8.

@@ -962,3 +962,24 @@ func TestQuotesRequest(t *testing.T) {
 		}
 	}
 }
+
+// Analyze remembers its answers by string and place: the same string
+// asked alternately for a header value and a format string keeps the
+// answer of each place, and an answer's problems can't be changed
+// through another caller's append.
+func TestAnalyzeAnswersByPlace(t *testing.T) {
+	const s = "%PER_REQUEST_STATE(x)%" // a header value only
+	for range 2 {
+		if a := format.Analyze(s, format.Header); a.Refused() {
+			t.Fatalf("header value %s refused: %v", s, a.Problems)
+		}
+		a := format.Analyze(s, format.Text)
+		if !a.Refused() {
+			t.Fatalf("format string %s admitted", s)
+		}
+		_ = append(a.Problems, format.Problem{Message: "added by a caller"})
+	}
+	if a := format.Analyze(s, format.Text); len(a.Problems) != 1 {
+		t.Fatalf("problems after a caller's append: %v", a.Problems)
+	}
+}

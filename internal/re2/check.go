@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/globalconfig/globalconfig/internal/memo"
 )
 
 // MaxProgramSize is the largest RE2 program size Envoy accepts by default:
@@ -137,7 +139,43 @@ func CheckAll(expr string) (programSize int, err error) {
 }
 
 // CheckDialect is Check for the RE2 of a given range of Envoy releases.
+// Answers are memoized by (expr, d): validation and the check of what
+// items build ask about the same regexes on every render.
 func CheckDialect(expr string, d Dialect) (programSize int, err error) {
+	if len(expr) > maxMemoExpr {
+		return checkDialect(expr, d)
+	}
+	key := memoKey{expr, d}
+	r, ok := checked.Get(key)
+	if !ok {
+		r.size, r.err = checkDialect(expr, d)
+		checked.Put(key, r)
+	}
+	return r.size, r.err
+}
+
+// The memo of CheckDialect holds at most memoSize answers about
+// regexes of at most maxMemoExpr bytes (a regex within Envoy's program
+// size is far shorter): a few MiB at worst, whatever documents come.
+const (
+	memoSize    = 4096
+	maxMemoExpr = 1024
+)
+
+type memoKey struct {
+	expr string
+	d    Dialect
+}
+
+type memoResult struct {
+	size int
+	err  error
+}
+
+var checked = memo.New[memoKey, memoResult](memoSize)
+
+// checkDialect is CheckDialect without the memo.
+func checkDialect(expr string, d Dialect) (programSize int, err error) {
 	// Both Envoys construct RE2 with its default options but the
 	// encoding: Perl syntax, ClassNL, captures, 8 MiB.
 	flags := flagClassNL | flagLikePerl

@@ -1,62 +1,11 @@
 // Package suggest finds the likely intended word for a typo.
 package suggest
 
-import "strings"
-
 // Closest returns the candidate closest to s, ignoring case, when it is
 // close enough to be a likely typo, or "": the hint behind "did you mean
 // …?".
 func Closest(s string, candidates []string) string {
-	// Allow about one edit in three characters, at least one and at most three.
-	limit := min(max(len(s)/3, 1), 3)
-	ls := []rune(strings.ToLower(s))
-	best, bestDist := "", limit+1
-	for _, c := range candidates {
-		// A length apart by more than the limit is that many edits at
-		// least: not worth the table.
-		lc := []rune(strings.ToLower(c))
-		if abs(len(lc)-len(ls)) >= bestDist || bagDistance(ls, lc) >= bestDist {
-			continue
-		}
-		if d := distance(ls, lc, bestDist); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// bagDistance is a lower bound of distance: the larger count of runes one
-// string has and the other lacks (a swap changes no count, every other
-// edit at most one on each side).
-func bagDistance(a, b []rune) int {
-	var counts [128]int
-	extra := 0
-	for _, r := range a {
-		if r < 128 {
-			counts[r]++
-		} else {
-			extra++
-		}
-	}
-	for _, r := range b {
-		if r < 128 {
-			counts[r]--
-		} else {
-			extra++
-		}
-	}
-	more, fewer := 0, 0
-	for _, n := range counts {
-		if n > 0 {
-			more += n
-		} else {
-			fewer -= n
-		}
-	}
-	if extra > 0 {
-		return 0 // non-ASCII: no cheap bound
-	}
-	return max(more, fewer)
+	return NewSet(candidates).Closest(s)
 }
 
 func abs(n int) int {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -28,6 +29,9 @@ type decoder struct {
 	cache, decoded map[string]cachedSection
 	// fleet, when set, replaces every target's istioVersions.
 	fleet []envoyfilter.Version
+	// hashes are the content hashes of section value nodes parseSections
+	// already knows (nil when the document was parsed whole).
+	hashes map[*yaml.Node]uint64
 	// facts, when set, are asked about the services items send to.
 	facts Facts
 	// unvalidated skips every rule beyond decoding.
@@ -35,7 +39,7 @@ type decoder struct {
 }
 
 func newDecoder() *decoder {
-	return &decoder{lines: map[string]int{}, failed: map[string]bool{}, decoded: map[string]cachedSection{}}
+	return &decoder{lines: make(map[string]int, 64), failed: map[string]bool{}, decoded: make(map[string]cachedSection, 32)}
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
@@ -140,7 +144,7 @@ func (d *decoder) decodeString(n *yaml.Node, v reflect.Value, path string) {
 		d.fail(n, path, "expected a string, got %s", describe(n))
 		return
 	}
-	if allowed, ok := items.EnumValues(v.Type()); ok {
+	if allowed, ok := enumValues(v.Type()); ok {
 		if !slices.Contains(allowed, n.Value) {
 			if s := Suggest(n.Value, allowed); s != "" {
 				d.fail(n, path, "unknown value %q; did you mean %q?", n.Value, s)
@@ -151,6 +155,27 @@ func (d *decoder) decodeString(n *yaml.Node, v reflect.Value, path string) {
 		}
 	}
 	v.SetString(n.Value)
+}
+
+// enumValues is items.EnumValues, asked once per type: an enum's values
+// are fixed by its type, and every string of every parse asks.
+func enumValues(t reflect.Type) ([]string, bool) {
+	if e, ok := enumCache.Load(t); ok {
+		e := e.(enumEntry)
+		return e.values, e.ok
+	}
+	values, ok := items.EnumValues(t)
+	enumCache.Store(t, enumEntry{values: slices.Clip(values), ok: ok})
+	return values, ok
+}
+
+// enumCache holds enumValues' answers by reflect.Type; it is bounded by
+// the number of string types in the items' structs.
+var enumCache sync.Map
+
+type enumEntry struct {
+	values []string
+	ok     bool
 }
 
 func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string) {
@@ -220,7 +245,11 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 // eachKey calls f for every key of the mapping n, reporting non-string and
 // duplicate keys instead.
 func (d *decoder) eachKey(n *yaml.Node, path string, f func(key string, kn, vn *yaml.Node)) {
-	seen := map[string]bool{}
+	// A small mapping is searched for a repeat; a large one gets a set.
+	var seen map[string]bool
+	if len(n.Content) > 2*smallMapping {
+		seen = make(map[string]bool, len(n.Content)/2)
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
 		if kn.Kind != yaml.ScalarNode || kn.ShortTag() == "!!merge" {
@@ -228,14 +257,32 @@ func (d *decoder) eachKey(n *yaml.Node, path string, f func(key string, kn, vn *
 			continue
 		}
 		p := fielderr.Key(path, kn.Value)
-		if seen[kn.Value] {
+		if seen != nil && seen[kn.Value] || seen == nil && repeated(n.Content[:i], kn.Value) {
 			d.fail(kn, p, "duplicate key")
 			continue
 		}
-		seen[kn.Value] = true
+		if seen != nil {
+			seen[kn.Value] = true
+		}
 		d.lines[p] = kn.Line
 		f(kn.Value, kn, vn)
 	}
+}
+
+// smallMapping is the number of keys up to which eachKey looks for a
+// duplicate by scanning the keys before it.
+const smallMapping = 16
+
+// repeated reports whether the mapping content before holds the plain
+// key key. A key that is not a plain string was refused, and never
+// counts.
+func repeated(before []*yaml.Node, key string) bool {
+	for j := 0; j+1 < len(before); j += 2 {
+		if k := before[j]; k.Value == key && k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeStruct fills a struct from a mapping; keys in skip are left for the

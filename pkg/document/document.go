@@ -13,7 +13,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"reflect"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -167,7 +168,7 @@ func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	root, sections, ok := parseSections(data, p.sections)
+	root, sections, hashes, ok := parseSections(data, p.sections)
 	if ok {
 		p.sections = sections
 	} else {
@@ -181,6 +182,7 @@ func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 	d.facts = p.facts
 	d.unvalidated = p.unvalidated
 	d.cache = p.last
+	d.hashes = hashes
 	doc := &Document{Target: envoyfilter.DefaultTarget()}
 	doc.Target.IstioVersions = p.fleet
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 && !isNull(root.Content[0]) {
@@ -222,12 +224,9 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		d.fail(n, "", "the document must be a mapping of item names, got %s", describe(n))
 		return
 	}
-	known := []string{TargetKey, canary.Key}
 	aliases := map[string]items.Registration{}
 	for _, r := range items.All() {
-		known = append(known, r.Name)
 		for top := range r.TopLevel {
-			known = append(known, top)
 			aliases[top] = r
 		}
 	}
@@ -237,7 +236,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		node     *yaml.Node
 		override envoyfilter.Target
 	}
-	var sections []pending
+	sections := make([]pending, 0, len(n.Content)/2)
 	// Top-level keys that belong to an item: item name → key → node.
 	topLevel := map[string][]aliasNode{}
 	d.eachKey(n, "", func(key string, kn, vn *yaml.Node) {
@@ -259,7 +258,7 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		}
 		reg, ok := items.Lookup(key)
 		if !ok {
-			d.fail(kn, key, "%s", unknownKey("unknown item", key, known))
+			d.fail(kn, key, "%s", unknownKey("unknown item", key, knownTopKeys()))
 			return
 		}
 		if isNull(vn) {
@@ -267,8 +266,11 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		}
 		sections = append(sections, pending{reg: reg, node: vn})
 	})
+	// The document target as text, for the sections' source hashes.
+	targetText := fmt.Sprintf("%+v", doc.Target)
+	doc.Sections = make([]Section, 0, len(sections)+len(topLevel))
 	for _, p := range sections {
-		sec, _ := d.cachedSection(p.reg, p.node, doc.Target, topLevel[p.reg.Name])
+		sec, _ := d.cachedSection(p.reg, p.node, doc.Target, targetText, topLevel[p.reg.Name])
 		doc.Sections = append(doc.Sections, sec)
 		delete(topLevel, p.reg.Name)
 	}
@@ -279,11 +281,11 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 		// The section exists only through these keys: its problems belong
 		// to them, and it is only validated when they decoded.
 		d.lines[reg.Name] = nodes[0].node.Line
-		if sec, ok := d.cachedSection(reg, empty, doc.Target, nodes); ok {
+		if sec, ok := d.cachedSection(reg, empty, doc.Target, targetText, nodes); ok {
 			doc.Sections = append(doc.Sections, sec)
 		}
 	}
-	sort.Slice(doc.Sections, func(i, j int) bool { return doc.Sections[i].Name < doc.Sections[j].Name })
+	slices.SortFunc(doc.Sections, func(a, b Section) int { return strings.Compare(a.Name, b.Name) })
 	if d.unvalidated {
 		return
 	}
@@ -379,19 +381,32 @@ func (d *decoder) addValidation(prefix string, err error) {
 	}
 }
 
+// knownTopKeys is every key the document's top level takes, for the
+// message about one it doesn't.
+func knownTopKeys() []string {
+	known := []string{TargetKey, canary.Key}
+	for _, r := range items.All() {
+		known = append(known, r.Name)
+		for top := range r.TopLevel {
+			known = append(known, top)
+		}
+	}
+	return known
+}
+
 // cachedSection returns the section decoded from the same YAML last time,
-// or decodes it.
-func (d *decoder) cachedSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, top []aliasNode) (Section, bool) {
+// or decodes it. targetText is docTarget as fmt's %+v writes it.
+func (d *decoder) cachedSection(reg items.Registration, n *yaml.Node, docTarget envoyfilter.Target, targetText string, top []aliasNode) (Section, bool) {
 	// The cache lives in memory only, so a seeded maphash will do; fields
 	// are length-prefixed so no two trees write the same bytes.
 	var h maphash.Hash
 	h.SetSeed(sourceSeed)
 	writeString(&h, reg.Name)
-	writeString(&h, fmt.Sprintf("%+v", docTarget))
-	hashNode(&h, n)
+	writeString(&h, targetText)
+	d.writeNodeHash(&h, n)
 	for _, a := range top {
 		writeString(&h, a.top)
-		hashNode(&h, a.node)
+		d.writeNodeHash(&h, a.node)
 	}
 	source := h.Sum64()
 	if c, ok := d.cache[reg.Name]; ok && c.source == source {
@@ -408,6 +423,18 @@ func (d *decoder) cachedSection(reg items.Registration, n *yaml.Node, docTarget 
 
 // sourceSeed seeds the hashes of section sources.
 var sourceSeed = maphash.MakeSeed()
+
+// writeNodeHash writes the content hash of the tree n: the one
+// parseSections kept for it, or a fresh one.
+func (d *decoder) writeNodeHash(h *maphash.Hash, n *yaml.Node) {
+	sum, ok := d.hashes[n]
+	if !ok {
+		sum = nodeHash(n)
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], sum)
+	h.Write(b[:])
+}
 
 // hashNode writes the content of a YAML node tree: kinds, tags and values,
 // not positions or styles.

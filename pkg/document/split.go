@@ -2,7 +2,7 @@ package document
 
 import (
 	"bytes"
-	"regexp"
+	"hash/maphash"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -14,9 +14,26 @@ import (
 // document. Anything less plain, or any section that does not parse on
 // its own, is parsed whole, as before: the result is the same tree.
 
-// topKey is a line that starts a top-level section: a plain key, then ':'
-// and a space or the end of the line.
-var topKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*:(?: |$)`)
+// isTopKey reports whether l is a line that starts a top-level section:
+// a plain key ([A-Za-z_][A-Za-z0-9_-]*), then ':' and a space or the end
+// of the line.
+func isTopKey(l []byte) bool {
+	if len(l) == 0 || !(isLetter(l[0]) || l[0] == '_') {
+		return false
+	}
+	for i := 1; i < len(l); i++ {
+		switch c := l[i]; {
+		case isLetter(c), c >= '0' && c <= '9', c == '_', c == '-':
+		case c == ':':
+			return i+1 == len(l) || l[i+1] == ' '
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // section is one top-level section's text and its first line (1-based).
 type section struct {
@@ -47,7 +64,7 @@ func splitSections(data []byte) ([]section, bool) {
 			if start < 0 && len(bytes.TrimSpace(l)) > 0 && l[0] == ' ' {
 				return nil, false // indented content before any key
 			}
-		case topKey.Match(l):
+		case isTopKey(l):
 			if start >= 0 {
 				out = append(out, section{text: data[start:off], line: startLine})
 			}
@@ -63,34 +80,64 @@ func splitSections(data []byte) ([]section, bool) {
 	return append(out, section{text: data[start:], line: startLine}), true
 }
 
-// parsedSections caches the last document's sections: text → the key and
-// value nodes, parsed at line 1.
-type parsedSections map[string][2]*yaml.Node
+// parsedSections caches the last document's sections by their text.
+type parsedSections map[string]*parsedSection
+
+// parsedSection is one section's key and value nodes, parsed at line 1,
+// the hash of the value's content, and the copy of the nodes moved to the
+// line the section last started at: an unchanged section at an unchanged
+// line is neither parsed, copied nor hashed again.
+type parsedSection struct {
+	key, value               *yaml.Node
+	hash                     uint64
+	line                     int
+	shiftedKey, shiftedValue *yaml.Node
+}
 
 // parseSections parses data section by section, reusing the sections of
 // last; ok is false when data must be parsed whole. The returned cache
-// holds data's sections.
-func parseSections(data []byte, last parsedSections) (*yaml.Node, parsedSections, bool) {
+// holds data's sections, and hashes the content hash (nodeHash) of every
+// section's value node in the returned tree.
+func parseSections(data []byte, last parsedSections) (root *yaml.Node, next parsedSections, hashes map[*yaml.Node]uint64, ok bool) {
 	secs, ok := splitSections(data)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	next := make(parsedSections, len(secs))
+	next = make(parsedSections, len(secs))
+	hashes = make(map[*yaml.Node]uint64, len(secs))
 	mapping := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: secs[0].line, Column: 1}
+	mapping.Content = make([]*yaml.Node, 0, 2*len(secs))
 	for _, s := range secs {
-		pair, ok := last[string(s.text)]
+		ps, ok := last[string(s.text)]
 		if !ok {
 			var n yaml.Node
 			if err := yaml.Unmarshal(s.text, &n); err != nil || n.Kind != yaml.DocumentNode || len(n.Content) != 1 ||
 				n.Content[0].Kind != yaml.MappingNode || len(n.Content[0].Content) != 2 || !plain(&n) {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
-			pair = [2]*yaml.Node{n.Content[0].Content[0], n.Content[0].Content[1]}
+			ps = &parsedSection{key: n.Content[0].Content[0], value: n.Content[0].Content[1]}
+			ps.hash = nodeHash(ps.value)
 		}
-		next[string(s.text)] = pair
-		mapping.Content = append(mapping.Content, shifted(pair[0], s.line-1), shifted(pair[1], s.line-1))
+		if _, dup := next[string(s.text)]; dup || ps.shiftedKey == nil || ps.line != s.line {
+			// A section repeated word for word gets its own copy: a
+			// duplicate key is reported at each one's line.
+			ps = &parsedSection{key: ps.key, value: ps.value, hash: ps.hash, line: s.line,
+				shiftedKey: shifted(ps.key, s.line-1), shiftedValue: shifted(ps.value, s.line-1)}
+		}
+		next[string(s.text)] = ps
+		hashes[ps.shiftedValue] = ps.hash
+		mapping.Content = append(mapping.Content, ps.shiftedKey, ps.shiftedValue)
 	}
-	return &yaml.Node{Kind: yaml.DocumentNode, Line: mapping.Line, Column: 1, Content: []*yaml.Node{mapping}}, next, true
+	root = &yaml.Node{Kind: yaml.DocumentNode, Line: mapping.Line, Column: 1, Content: []*yaml.Node{mapping}}
+	return root, next, hashes, true
+}
+
+// nodeHash is the hash of the content of the tree n (hashNode).
+func nodeHash(n *yaml.Node) uint64 {
+	var h maphash.Hash
+	h.SetSeed(sourceSeed)
+	hashNode(&h, n)
+	return h.Sum64()
 }
 
 // plain reports whether the tree n has no anchor and no alias: the

@@ -44,7 +44,7 @@ func whole(t testing.TB, data []byte) (*yaml.Node, error) {
 // to be the tree the whole parse gives, when it is parsed by sections.
 func checkSections(t testing.TB, name string, data []byte, last parsedSections) parsedSections {
 	t.Helper()
-	got, next, ok := parseSections(data, last)
+	got, next, _, ok := parseSections(data, last)
 	if !ok {
 		return nil
 	}
@@ -91,10 +91,14 @@ func TestSectionsParseAsWhole(t *testing.T) {
 	}
 	first, rest, _ := strings.Cut(doc, "\n")
 	longer := first + "\n# one\n# two\n" + rest
-	if _, _, ok := parseSections([]byte(longer), cache); !ok {
+	if _, _, _, ok := parseSections([]byte(longer), cache); !ok {
 		t.Fatal("the longer document does not parse by sections")
 	}
-	checkSections(t, "every golden input, two lines added", []byte(longer), cache)
+	// The same document again reuses every section's moved copy; the
+	// longer one moves all but the first; back again moves them back.
+	cache = checkSections(t, "every golden input, again", []byte(doc), cache)
+	cache = checkSections(t, "every golden input, two lines added", []byte(longer), cache)
+	checkSections(t, "every golden input, two lines taken away", []byte(doc), cache)
 
 	for _, tricky := range []string{
 		"gzip: &a {chunkSize: 4096}\nbrotli: *a\n", // an alias across sections

@@ -197,17 +197,20 @@ func (c *converter) gzip() *yaml.Node {
 	// parameters before it looks it up, so a listed type that is not a
 	// bare lower-case media type never matched at Higress's gateway.
 	var types, rewritten, never, given []string
+	seen := map[string]bool{} // types, for a list of thousands
 	for _, ct := range g.ContentType {
 		given = append(given, out.Cut(ct, 80))
 		switch mt, params, err := mime.ParseMediaType(ct); {
 		case err != nil:
 			never = append(never, strconv.Quote(out.Cut(ct, 80))+" (not a media type)")
-		case slices.Contains(types, mt):
+		case seen[mt]:
 			// A repeat, or the same type written another way.
 		case len(params) > 0 || mt != ct:
+			seen[mt] = true
 			types = append(types, mt)
 			rewritten = append(rewritten, fmt.Sprintf("%s (written as %s)", strconv.Quote(out.Cut(ct, 80)), mt))
 		default:
+			seen[ct] = true
 			types = append(types, ct)
 		}
 	}

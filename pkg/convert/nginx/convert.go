@@ -10,12 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/internal/suggest"
 	"github.com/globalconfig/globalconfig/pkg/convert/out"
-	"github.com/globalconfig/globalconfig/pkg/document"
 )
 
 // Options say where the converted document applies and what it carries.
@@ -377,25 +378,34 @@ func looksLikeSnippet(key string) bool {
 	if strings.Contains(k, "snip") || strings.Contains(k, "snpp") {
 		return true
 	}
-	for _, known := range convertedKeys {
-		if isSnippet(known) && document.Suggest(key, []string{known}) != "" {
-			return true
+	// One of them is close enough exactly when the closest one is.
+	return snippetKeySet().Closest(key) != ""
+}
+
+// snippetKeySet holds the snippet keys among convertedKeys.
+var snippetKeySet = sync.OnceValue(func() *suggest.Set {
+	var keys []string
+	for _, k := range convertedKeys {
+		if isSnippet(k) {
+			keys = append(keys, k)
 		}
 	}
-	return false
-}
+	return suggest.NewSet(keys)
+})
 
 func hint(key string) string {
 	if k, ok := directives[key]; ok {
 		return fmt.Sprintf(" (the nginx directive is set by %q)", k)
 	}
-	known := slices.Collect(maps.Keys(fixedKeys))
-	known = append(known, convertedKeys...)
-	if s := document.Suggest(key, known); s != "" {
+	if s := knownKeySet().Closest(key); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
 }
+
+// knownKeySet is KnownKeys ready for suggestions: a ConfigMap may hold
+// tens of thousands of unknown keys.
+var knownKeySet = sync.OnceValue(func() *suggest.Set { return suggest.NewSet(KnownKeys()) })
 
 // KnownKeys returns the keys of ingress-nginx's ConfigMap the converter
 // knows, sorted: those it converts by value and those whose verdict is
