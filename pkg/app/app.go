@@ -376,6 +376,17 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		}
 		defer stop()
 	}
+	if tracker != nil && publisher != nil {
+		// The tracker reads which pushes istiod sent before the set it
+		// serves reached it (rollout.Tracker.Delivering).
+		before := publisher.BeforeDeliver
+		publisher.BeforeDeliver = func(set []*envoyfilter.Object) {
+			if before != nil {
+				before(set)
+			}
+			tracker.Delivering(ctx, set, rollout.ScopeOf(set, opts.Rollout.RootNamespace))
+		}
+	}
 	if tracker != nil {
 		tracker.OnChange = ctrl.Enqueue
 		go tracker.Run(ctx)
