@@ -221,12 +221,16 @@ const SilentMemory = time.Hour
 //     set: they don't carry it;
 //   - pushes after hi were not sent yet when the store was seen holding the
 //     set: they carry it;
-//   - pushes between (sent before hi was read) carry it only if proven:
-//     when hi was read less than the quiet period after a read of the
-//     store that still lacked the set, the set's own push had not started,
-//     so none of them is the set's (an unrelated push that started in the
-//     same instant is one of them). Without the proof they are not counted
-//     (fail closed): the proxy waits for a later push.
+//   - pushes between (sent before hi was read) are not counted. When hi
+//     was read less than the quiet period after a read of the store that
+//     still lacked the set (proven), the set's own push had not started
+//     then, so none of them is the set's (an unrelated push that started
+//     in the same instant is one of them). Without the proof the set's
+//     own push may be one of them, but so may an unrelated one: they are
+//     not counted either (fail closed), the proxy waits for a later push,
+//     and its message says why. hi is read half the quiet period after
+//     the last read without the set (settle), so that a push istiod
+//     started just before it loaded the set has been sent by then.
 //
 // Without lo (the store already held the set the first time it was
 // asked: after a controller restart, or over MCP from another replica), a
@@ -601,6 +605,7 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 		a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
 		return a
 	}
+	t.settle(ctx, a.mark)
 	a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
 	if a.err == nil {
 		a.mark.hi, a.mark.hiKnown = maxSent(a.proxies), true
@@ -636,6 +641,7 @@ func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespa
 		case <-time.After(WatchEvery):
 		}
 	}
+	t.settle(ctx, m)
 	proxies, err := t.Client.Syncz(ctx, ep, namespaces...)
 	if err != nil {
 		return m, "its sync status was not read after it loaded the set: " + err.Error()
@@ -643,6 +649,25 @@ func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespa
 	m.hi, m.hiKnown = maxSent(proxies), true
 	m.proven = m.loKnown && !m.lackAt.IsZero() && t.mono().Sub(m.lackAt) < t.debounce()
 	return m, ""
+}
+
+// settle waits, before hi is read, until half istiod's quiet period has
+// passed since the last look at a store without the set: a push istiod
+// started just before it loaded the set is sent by then (it is up to
+// hi, not counted), and the set's own push, which starts no sooner than
+// the quiet period after, is not.
+func (t *Tracker) settle(ctx context.Context, m mark) {
+	if !m.loKnown || m.lackAt.IsZero() {
+		return
+	}
+	wait := m.lackAt.Add(t.debounce() / 2).Sub(t.mono())
+	if wait <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
+	}
 }
 
 // stale says the tracker moved on from the set contents: neither tracked

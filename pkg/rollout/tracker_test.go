@@ -649,3 +649,35 @@ func harnessEventually(d time.Duration, f func() bool) bool {
 	}
 	return f()
 }
+
+// A push istiod started just before it loaded the set, and sends a few
+// milliseconds after the tracker saw the store hold the set, is not the
+// set's either: hi is read half istiod's quiet period after the last look
+// at a store without the set.
+func TestPushInFlightWhenTheSetLands(t *testing.T) {
+	a := newIstiod(t)
+	a.set(map[string]string{}, proxy(gw("1"), 5))
+	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+	tr.now = func() time.Time { return since }
+	tr.Track(generation("v1", setV1))
+	a.mu.Lock()
+	a.onConfigz = func(n int) {
+		if n == 2 {
+			a.held = setV1
+			// The unrelated push 6, built before, is sent 5ms later.
+			time.AfterFunc(5*time.Millisecond, func() { a.set(setV1, proxy(gw("1"), 6)) })
+		}
+	}
+	a.mu.Unlock()
+	tr.Poll(context.Background())
+	time.Sleep(20 * time.Millisecond)
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Synced != 0 || st.Proxies[0].acked != nonce(6) {
+		t.Fatalf("the push in flight, 6, was counted: %+v", st.Proxies)
+	}
+	a.set(setV1, proxy(gw("1"), 7))
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Synced != 1 {
+		t.Fatalf("the set's push 7: %+v", st.Proxies)
+	}
+}
