@@ -118,6 +118,9 @@ type RolloutOptions struct {
 	// TokenFile holds a ServiceAccount token with audience istio-ca.
 	TokenFile string
 	Timeout   time.Duration
+	// Debounce is istiod's quiet period (PILOT_DEBOUNCE_AFTER): which
+	// pushes carry a set is proven from it (rollout.Tracker).
+	Debounce time.Duration
 	// RootNamespace is Istio's root namespace.
 	RootNamespace string
 	// WatchPods watches the pods with an Istio proxy, cluster-wide, to
@@ -330,6 +333,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "globalconfig"})
 	tracker, endpointInformers, err := newTracker(opts.Rollout, watchKube, opts.Resync)
+	if err == nil && tracker != nil {
+		tracker.DebounceAfter = opts.Rollout.Debounce
+	}
 	if err == nil && tracker != nil && opts.Rollout.WatchPods {
 		pods := newPodSource(watchKube, opts.Resync)
 		tracker.Expected, tracker.Grace = pods, opts.Rollout.ConnectGrace
