@@ -61,8 +61,8 @@ type kubeRun struct {
 	// by endpoint, and editBytes the bytes it read per edit: from the
 	// edit to every gateway Synced, the baseline read before delivery
 	// and the watch of istiod's store included.
-	editReads map[string]float64
-	editBytes float64
+	editReads             map[string]float64
+	editBytes             float64
 	polls                 float64 // tracker polls in the idle window
 	statusBytes           int
 	status                *status.Status
