@@ -118,6 +118,9 @@ type RolloutOptions struct {
 	// TokenFile holds a ServiceAccount token with audience istio-ca.
 	TokenFile string
 	Timeout   time.Duration
+	// Debounce is istiod's quiet period (PILOT_DEBOUNCE_AFTER): which
+	// pushes carry a set is proven from it (rollout.Tracker).
+	Debounce time.Duration
 	// RootNamespace is Istio's root namespace.
 	RootNamespace string
 	// WatchPods watches the pods with an Istio proxy, cluster-wide, to
@@ -330,6 +333,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "globalconfig"})
 	tracker, endpointInformers, err := newTracker(opts.Rollout, watchKube, opts.Resync)
+	if err == nil && tracker != nil {
+		tracker.DebounceAfter = opts.Rollout.Debounce
+	}
 	if err == nil && tracker != nil && opts.Rollout.WatchPods {
 		pods := newPodSource(watchKube, opts.Resync)
 		tracker.Expected, tracker.Grace = pods, opts.Rollout.ConnectGrace
@@ -375,6 +381,17 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 			return err
 		}
 		defer stop()
+	}
+	if tracker != nil && publisher != nil {
+		// The tracker reads which pushes istiod sent before the set it
+		// serves reached it (rollout.Tracker.Delivering).
+		before := publisher.BeforeDeliver
+		publisher.BeforeDeliver = func(set []*envoyfilter.Object) {
+			if before != nil {
+				before(set)
+			}
+			tracker.Delivering(ctx, set, rollout.ScopeOf(set, opts.Rollout.RootNamespace))
+		}
 	}
 	if tracker != nil {
 		tracker.OnChange = ctrl.Enqueue

@@ -73,6 +73,7 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	})
 	fs.StringVar(&o.Rollout.TokenFile, "istiod-token-file", "", "a ServiceAccount token with audience istio-ca, sent to istiod (needed unless istiod is on localhost)")
 	fs.DurationVar(&o.Rollout.Timeout, "rollout-timeout", rollout.DefaultTimeout, "how long proxies may take to ACK a new set before they count as Stale")
+	fs.DurationVar(&o.Rollout.Debounce, "rollout-debounce", rollout.DebounceAfter, "istiod's quiet period (its PILOT_DEBOUNCE_AFTER): a push sent before it passed since istiod got a new set is not counted as carrying the set")
 	fs.BoolVar(&o.Rollout.WatchPods, "rollout-watch-pods", true, "watch the running pods Istio injected (cluster-wide, labels and phase only) to report those whose proxy never connects to istiod; needs list and watch on pods")
 	fs.DurationVar(&o.Rollout.ConnectGrace, "rollout-connect-grace", rollout.ConnectGrace, "how long an injected pod's proxy may stay unconnected before the status says so")
 	fs.StringVar(&o.Rollout.RootNamespace, "mesh-root-namespace", envoyfilter.DefaultNamespace, "Istio's root namespace (meshConfig.rootNamespace): an EnvoyFilter there reaches every proxy")

@@ -19,6 +19,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/decide"
 	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
@@ -189,6 +190,12 @@ func (c *Controller) deliver(ctx context.Context, d decide.Decision) ([]string, 
 	}
 	// A canary rollout's writes are fenced by the status (converge).
 	c.st.fence = d.Rollout != nil && d.Policy.Enabled()
+	if t := c.cfg.Rollout; t != nil {
+		// Which pushes istiod sent before the set reached it: none of them
+		// carries it (over MCP the publisher, which serves the set, tells
+		// the tracker too; the first to tell it reads).
+		t.Delivering(ctx, d.Set, rollout.ScopeOf(d.Set, c.cfg.RootNamespace))
+	}
 	return decide.Deliver(ctx, c.sink, d)
 }
 

@@ -29,6 +29,21 @@ const (
 	// proxies.
 	FastPoll = time.Second
 	SlowPoll = 15 * time.Second
+	// DebounceAfter is istiod's quiet period (PILOT_DEBOUNCE_AFTER, 100ms
+	// by default): istiod starts the push a change causes no sooner than
+	// this after it saw the change, unless changes keep coming for its
+	// debounce maximum (then the push carries the change too).
+	DebounceAfter = 100 * time.Millisecond
+	// WatchEvery is the period of the reads of istiod's store while a new
+	// set is on its way there, and WatchFor how long they go on at most.
+	WatchEvery = 10 * time.Millisecond
+	WatchFor   = 10 * time.Second
+	// WatchSlice bounds the watch of one poll, so that the status is
+	// refreshed while the store lacks the set.
+	WatchSlice = 2 * time.Second
+	// BaselineTimeout bounds the reads taken just before a delivery: an
+	// istiod that answers slower has no baseline, and delivery goes on.
+	BaselineTimeout = time.Second
 )
 
 // Generation is one generated set the controller published.
@@ -146,8 +161,14 @@ type Tracker struct {
 	// Grace (ConnectGrace when 0).
 	Expected ExpectedSource
 	Grace    time.Duration
-	// now is the clock (tests).
-	now func() time.Time
+	// DebounceAfter is istiod's quiet period (DebounceAfter when 0): set
+	// it when istiod runs with another PILOT_DEBOUNCE_AFTER.
+	DebounceAfter time.Duration
+	// now is the clock (tests); mono the clock of the intervals measured
+	// between reads of istiod (tests).
+	now, mono func() time.Time
+	// slice is WatchSlice (tests).
+	slice time.Duration
 
 	mu     sync.Mutex
 	gen    *Generation
@@ -156,8 +177,13 @@ type Tracker struct {
 	// trackedAt is when gen was given, on this process's clock: only
 	// elapsed time on one clock is ever measured.
 	trackedAt time.Time
+	// trackedMono is when gen was given, on mono.
+	trackedMono time.Time
 	// marks are, per istiod address, what its push counters say of gen.
 	marks map[string]mark
+	// base is what was read just before the last set was delivered, and
+	// what the watch started then found since.
+	base *baseline
 	// seen are the proxies in scope seen connected, by name, with when
 	// they were last seen (on this process's clock), across generations.
 	seen map[string]seenProxy
@@ -185,18 +211,48 @@ type seenProxy struct {
 // after that it is taken as gone for good (scaled down, replaced).
 const SilentMemory = time.Hour
 
-// mark is what one istiod's push counters say of a set: pushes up to lo
-// were sent while its configuration store did not hold the set yet, so
-// they don't carry it; pushes after hi started after the store held it, so
-// they do. Pushes between are the ones the set's change started (or, in a
-// rare race, one that an unrelated change started just before), and are
-// taken as carrying it. Without lo (the store held the set when first
-// asked: after a restart, or over MCP), a push up to hi is judged by its
-// send time against the set's time instead: istiod keeps no record of
-// when it loaded a configuration.
+// mark is what one istiod's push counters say of a set. istiod numbers
+// its pushes (the N of "TIME/N" in every nonce), allocates N before it
+// builds the push from its configuration store, and starts a push no
+// sooner than its quiet period (DebounceAfter) after the last change it
+// saw. So:
+//
+//   - pushes up to lo were sent before a read of the store that lacked the
+//     set: they don't carry it;
+//   - pushes after hi were not sent yet when the store was seen holding the
+//     set: they carry it;
+//   - pushes between (sent before hi was read) are not counted. When hi
+//     was read less than the quiet period after a read of the store that
+//     still lacked the set (proven), the set's own push had not started
+//     then, so none of them is the set's (an unrelated push that started
+//     in the same instant is one of them). Without the proof the set's
+//     own push may be one of them, but so may an unrelated one: they are
+//     not counted either (fail closed), the proxy waits for a later push,
+//     and its message says why. hi is read half the quiet period after
+//     the last read without the set (settle), so that a push istiod
+//     started just before it loaded the set has been sent by then.
+//
+// Without lo (the store already held the set the first time it was
+// asked: after a controller restart, or over MCP from another replica), a
+// push up to hi is judged by its send time against the set's time.
 type mark struct {
 	lo, hi           uint64
 	loKnown, hiKnown bool
+	// proven says hi was read less than DebounceAfter after lackAt.
+	proven bool
+	// lackAt is when the last read of the store that lacked the set
+	// started (the tracker's monotonic clock).
+	lackAt time.Time
+	// watching says a watch started before the delivery is still reading
+	// the store (Delivering).
+	watching bool
+}
+
+// baseline is what Delivering read of every istiod just before a set was
+// delivered, by istiod address, for the set contents.
+type baseline struct {
+	contents map[string]string
+	marks    map[string]mark
 }
 
 // NewTracker asks src's istiod instances with client.
@@ -204,7 +260,7 @@ func NewTracker(src Source, client *Client, timeout time.Duration) *Tracker {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Tracker{Source: src, Client: client, Timeout: timeout, now: time.Now, kick: make(chan struct{}, 1)}
+	return &Tracker{Source: src, Client: client, Timeout: timeout, now: time.Now, mono: time.Now, kick: make(chan struct{}, 1)}
 }
 
 // Track starts tracking g, unless it is the generation already tracked.
@@ -217,8 +273,12 @@ func (t *Tracker) Track(g Generation) {
 	}
 	t.gen = &g
 	t.status = nil
-	t.trackedAt = t.now()
+	t.trackedAt, t.trackedMono = t.now(), t.mono()
 	t.marks = map[string]mark{}
+	if t.base != nil && maps.Equal(t.base.contents, g.Contents) {
+		// Read just before this set was delivered.
+		t.marks = maps.Clone(t.base.marks)
+	}
 	t.markers = map[string]map[string]string{}
 	t.mu.Unlock()
 	select {
@@ -276,8 +336,13 @@ func (t *Tracker) Poll(ctx context.Context) time.Duration {
 	answers := t.ask(ctx, *gen, marks)
 	t.mu.Lock()
 	if t.gen == gen {
-		for _, a := range answers {
-			t.marks[a.address] = a.mark
+		for i, a := range answers {
+			// A watch (Delivering) may have found more meanwhile.
+			if cur, ok := t.marks[a.address]; !ok || cur == marks[a.address] {
+				t.marks[a.address] = a.mark
+			} else {
+				answers[i].mark = cur
+			}
 		}
 	}
 	t.mu.Unlock()
@@ -293,6 +358,12 @@ func (t *Tracker) Poll(ctx context.Context) time.Duration {
 	t.mu.Unlock()
 	if changed && t.OnChange != nil {
 		t.OnChange()
+	}
+	for _, a := range answers {
+		// The store still lacks the set: watch on at once, within WatchFor.
+		if a.err == nil && !a.mark.hiKnown && a.mark.loKnown && !a.mark.watching && t.mono().Sub(t.trackedMonoOf()) < WatchFor {
+			return WatchEvery
+		}
 	}
 	if st.Pending > 0 || len(st.Unreachable()) > 0 || len(st.Istiod) == 0 {
 		return FastPoll
@@ -473,9 +544,9 @@ func (t *Tracker) ask(ctx context.Context, gen Generation, marks map[string]mark
 
 // askOne asks one istiod. Until its store holds the set, each poll reads
 // its sync status, then its store (/debug/configz): pushes sent before a
-// store without the set don't carry it (lo). Once the store holds it, the
-// sync status read after gives hi. An istiod whose counter went back
-// restarted, and its marks are found anew.
+// store without the set don't carry it (lo); then it watches the store
+// (watch) until it holds the set, and reads hi. An istiod whose counter
+// went back restarted, and its marks are found anew.
 func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark) answer {
 	a := answer{address: ep, mark: m}
 	// A set in some namespaces is judged on their proxies alone: istiod
@@ -503,20 +574,209 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 	if a.mark.hiKnown {
 		return a
 	}
+	// A watch started by Delivering is taken over: this poll reads the
+	// store itself (and the watch stops).
+	a.mark.watching = false
+	start := t.mono()
 	held, err := t.Client.Configz(ctx, ep)
 	if err != nil {
 		a.err = err
 		return a
 	}
 	if a.missing = differs(held, gen.Contents); a.missing != "" {
-		a.mark.lo, a.mark.loKnown = top, true
+		a.mark.lo, a.mark.loKnown, a.mark.lackAt = max(top, a.mark.lo), true, start
+		// Watch the store while the set is on its way: a poll a second
+		// later would find the set's own push already sent.
+		// Only in the first WatchFor after Track, at most WatchSlice a
+		// poll: the status is refreshed in between.
+		t.mu.Lock()
+		until := t.trackedMono.Add(WatchFor)
+		t.mu.Unlock()
+		if now := t.mono(); now.Before(until) {
+			if slice := now.Add(cmp.Or(t.slice, WatchSlice)); slice.Before(until) {
+				until = slice
+			}
+			if a.mark, a.missing = t.watch(ctx, gen.Contents, gen.Scope.Namespaces(), ep, a.mark, until, nil); !a.mark.hiKnown {
+				return a
+			}
+		} else {
+			return a
+		}
+		a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
 		return a
 	}
+	t.settle(ctx, a.mark)
 	a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
 	if a.err == nil {
 		a.mark.hi, a.mark.hiKnown = maxSent(a.proxies), true
+		a.mark.proven = a.mark.loKnown && !a.mark.lackAt.IsZero() && t.mono().Sub(a.mark.lackAt) < t.debounce()
 	}
 	return a
+}
+
+// watch reads the store of the istiod at ep every WatchEvery, until
+// deadline, until it holds contents, then reads its sync status for hi.
+// m is what was read before (lo, lackAt); the mark returned says whether
+// hi was read within istiod's quiet period after the last read of a store
+// without the set (proven), and missing how the store still differs when
+// it never held the set. stop, when set, ends it early.
+func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespaces []string, ep string, m mark, deadline time.Time, stop func() bool) (mark, string) {
+	m.watching = false
+	missing := "not read"
+	for {
+		start := t.mono()
+		held, err := t.Client.Configz(ctx, ep)
+		if err == nil {
+			if missing = differs(held, contents); missing == "" {
+				break
+			}
+			m.lackAt = start
+		}
+		if !start.Before(deadline) || t.stale(contents) || stop != nil && stop() {
+			return m, missing
+		}
+		select {
+		case <-ctx.Done():
+			return m, missing
+		case <-time.After(WatchEvery):
+		}
+	}
+	t.settle(ctx, m)
+	proxies, err := t.Client.Syncz(ctx, ep, namespaces...)
+	if err != nil {
+		return m, "its sync status was not read after it loaded the set: " + err.Error()
+	}
+	m.hi, m.hiKnown = maxSent(proxies), true
+	m.proven = m.loKnown && !m.lackAt.IsZero() && t.mono().Sub(m.lackAt) < t.debounce()
+	return m, ""
+}
+
+// settle waits, before hi is read, until half istiod's quiet period has
+// passed since the last look at a store without the set: a push istiod
+// started just before it loaded the set is sent by then (it is up to
+// hi, not counted), and the set's own push, which starts no sooner than
+// the quiet period after, is not.
+func (t *Tracker) settle(ctx context.Context, m mark) {
+	if !m.loKnown || m.lackAt.IsZero() {
+		return
+	}
+	wait := m.lackAt.Add(t.debounce() / 2).Sub(t.mono())
+	if wait <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
+	}
+}
+
+// stale says the tracker moved on from the set contents: neither tracked
+// nor about to be delivered.
+func (t *Tracker) stale(contents map[string]string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return (t.gen == nil || !maps.Equal(t.gen.Contents, contents)) && (t.base == nil || !maps.Equal(t.base.contents, contents))
+}
+
+func (t *Tracker) trackedMonoOf() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.trackedMono
+}
+
+func (t *Tracker) debounce() time.Duration {
+	if t.DebounceAfter > 0 {
+		return t.DebounceAfter
+	}
+	return DebounceAfter
+}
+
+// Delivering is told of a set just before it is delivered (written as
+// EnvoyFilters, or served over MCP), with the scope of its proxies. It
+// reads every istiod's sync status, then its store, at once (each within
+// BaselineTimeout): every push sent before a store without the set does
+// not carry it. Then, while delivery goes on, it watches each store
+// (watch) until it holds the set, and reads which pushes were sent by
+// then; Track of the same contents takes what it found. A set already
+// tracked or being delivered is not read again. It returns when the
+// baseline is read, never waiting for the watch.
+func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, scope Scope) {
+	contents := ContentsOf(set)
+	t.mu.Lock()
+	if t.gen != nil && maps.Equal(t.gen.Contents, contents) || t.base != nil && maps.Equal(t.base.contents, contents) {
+		t.mu.Unlock()
+		return
+	}
+	base := &baseline{contents: contents, marks: map[string]mark{}}
+	t.base = base
+	t.mu.Unlock()
+	eps, err := t.Source.Endpoints()
+	if err != nil {
+		return
+	}
+	namespaces := scope.Namespaces()
+	marks := make([]*mark, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, BaselineTimeout)
+			defer cancel()
+			proxies, err := t.Client.Syncz(ctx, ep, namespaces...)
+			if err != nil {
+				return
+			}
+			start := t.mono()
+			held, err := t.Client.Configz(ctx, ep)
+			if err != nil || differs(held, contents) == "" {
+				return // no baseline: the store holds the set already
+			}
+			marks[i] = &mark{lo: maxSent(proxies), loKnown: true, lackAt: start, watching: true}
+		}()
+	}
+	wg.Wait()
+	t.mu.Lock()
+	for i, m := range marks {
+		if m != nil {
+			base.marks[eps[i]] = *m
+		}
+	}
+	t.mu.Unlock()
+	for i, m := range marks {
+		if m == nil {
+			continue
+		}
+		go func() {
+			// Delivery ends the sync's context; the watch is bounded by
+			// WatchFor and ends when another set comes.
+			ctx, cancel := context.WithTimeout(context.Background(), WatchFor+RequestTimeout)
+			defer cancel()
+			// A poll of the set tracked takes the watch over.
+			takenOver := func() bool {
+				t.mu.Lock()
+				defer t.mu.Unlock()
+				cur, ok := t.marks[eps[i]]
+				return t.gen != nil && maps.Equal(t.gen.Contents, contents) && ok && !cur.watching
+			}
+			found, _ := t.watch(ctx, contents, namespaces, eps[i], *m, t.mono().Add(WatchFor), takenOver)
+			t.mu.Lock()
+			base.marks[eps[i]] = found
+			kick := false
+			if t.gen != nil && maps.Equal(t.gen.Contents, contents) {
+				if cur, ok := t.marks[eps[i]]; ok && cur.watching {
+					t.marks[eps[i]], kick = found, true
+				}
+			}
+			t.mu.Unlock()
+			if kick {
+				select {
+				case t.kick <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
 }
 
 // differs says how held (an istiod's store) differs from want, "" when it
@@ -727,7 +987,9 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 		case n > m.hi:
 			return true
 		case m.loKnown:
-			return n > m.lo
+			// Sent before hi was read: the set's own push only when
+			// proven, and proven it is not (see mark).
+			return false
 		}
 		return !sent.IsZero() && !sent.Before(gen.Since)
 	}
@@ -761,6 +1023,8 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 		out.Message = "istiod " + a.address + " has not loaded the set (" + a.missing + ")"
 	case !hasLDS || lds.Sent == "":
 		out.Message = "istiod has sent it no listeners"
+	case !after(lds.Sent, lds.SentTime) && m.loKnown && !m.proven:
+		out.Message = fmt.Sprintf("no listeners sent since istiod loaded the set that are known to carry it: istiod answered slower than its quiet period (%s), so pushes up to %d, which may have started before it loaded the set, are not counted", t.debounce(), m.hi)
 	case !after(lds.Sent, lds.SentTime):
 		out.Message = "no listeners sent since istiod loaded the set"
 	case len(earlier) > 0:

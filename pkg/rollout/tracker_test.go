@@ -63,6 +63,11 @@ type fakeIstiod struct {
 	held    map[string]string
 	auth    string
 	syncz   []string // the query of every /debug/syncz request
+	// configz counts /debug/configz requests; onConfigz, when set, is
+	// called (locked) before each is answered, with its count: istiod's
+	// state changing between two reads.
+	configz   int
+	onConfigz func(n int)
 }
 
 func newIstiod(t *testing.T) *fakeIstiod {
@@ -84,6 +89,10 @@ func newIstiod(t *testing.T) *fakeIstiod {
 			}
 			_ = json.NewEncoder(w).Encode(out)
 		case "/debug/configz":
+			f.configz++
+			if f.onConfigz != nil {
+				f.onConfigz(f.configz)
+			}
 			var out []map[string]any
 			out = append(out, map[string]any{"kind": "VirtualService", "metadata": map[string]any{"name": "other", "namespace": "istio-system"}})
 			for key, hash := range f.held {
@@ -107,6 +116,19 @@ func (f *fakeIstiod) set(held map[string]string, proxies ...ProxySync) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.held, f.proxies = held, proxies
+}
+
+// loadsAt makes the store hold held, with proxies, from the n-th
+// /debug/configz read on (n counted from now).
+func (f *fakeIstiod) loadsAt(n int, held map[string]string, proxies ...ProxySync) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n += f.configz
+	f.onConfigz = func(i int) {
+		if i == n {
+			f.held, f.proxies = held, proxies
+		}
+	}
 }
 
 func gatewayFilter(ns string, ctx networking.EnvoyFilter_PatchContext) *envoyfilter.Object {
@@ -141,6 +163,7 @@ func TestStatesAcrossTwoIstiods(t *testing.T) {
 	// b still holds the previous set.
 	b.set(map[string]string{"istio-system/globalconfig-x": "hash-v0"}, proxy(gw("3"), 40))
 	tr := NewTracker(Static{a.URL, b.URL, "http://127.0.0.1:1"}, &Client{}, time.Minute)
+	tr.slice = 50 * time.Millisecond
 	clock := since.Add(7 * time.Minute)
 	tr.now = func() time.Time { return clock }
 	tr.Track(generation("v1", setV1))
@@ -195,8 +218,10 @@ func TestStatesAcrossTwoIstiods(t *testing.T) {
 		}
 	}
 
-	// b loads the set and pushes it (41) between two polls: it had sent
-	// up to 40 while it lacked the set, so 41 carries it.
+	// b loads the set while the tracker watches its store: it had sent up
+	// to 40 then, so 41 carries the set.
+	b.loadsAt(2, setV1, proxy(gw("3"), 40))
+	tr.Poll(context.Background())
 	b.set(setV1, proxy(gw("3"), 41))
 	tr.Poll(context.Background())
 	if p := tr.Status().Proxy("gw-3.istio-system"); p.State != Synced {
@@ -365,10 +390,13 @@ func TestClockSkew(t *testing.T) {
 	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
 	tr.now = func() time.Time { return since.Add(10 * time.Minute) }
 	tr.Track(generation("v1", setV1))
+	tr.slice = 50 * time.Millisecond
 	tr.Poll(context.Background())
 	if st := tr.Status(); st.Pending != 2 {
 		t.Fatalf("before istiod loaded the set: %+v", st)
 	}
+	a.loadsAt(1, setV1, skewed(proxy(gw("1"), 7)), skewed(proxy(gw("2"), 7)))
+	tr.Poll(context.Background())
 	a.set(setV1, skewed(proxy(gw("1"), 8)), skewed(withNack(proxy(gw("2"), 7), 8, "bad listener")))
 	tr.Poll(context.Background())
 	st := tr.Status()
@@ -497,5 +525,159 @@ func TestExpectedFromPods(t *testing.T) {
 		{Name: "kgw.ns", Kind: "gateway", Since: since, Labels: map[string]string{LabelCanonicalName: "x", LabelGatewayName: "g", LabelGatewayClass: "istio"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+// An unrelated push (another EnvoyFilter's) that istiod sends in the same
+// instant as the set reaches its store is not the set's: the gateways'
+// ACK of it does not count, and their NACK of the set's own push does.
+// The tracker's first look finds the store without the set (lo 5); the
+// unrelated push 6 is sent and ACKed, then the store holds the set, then
+// push 7 (the set's) is NACKed by every gateway.
+func TestCoincidentPushIsNotTheSets(t *testing.T) {
+	a := newIstiod(t)
+	a.set(map[string]string{}, proxy(gw("1"), 5), proxy(gw("2"), 5))
+	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+	tr.slice = 2 * time.Second
+	tr.now = func() time.Time { return since }
+	tr.Track(generation("v1", setV1))
+	// The second read of the store holds the set, and push 6 (sent just
+	// before it loaded the set) is ACKed by then.
+	a.loadsAt(2, setV1, proxy(gw("1"), 6), proxy(gw("2"), 6))
+	tr.Poll(context.Background())
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Synced != 0 || st.Pending != 2 {
+		t.Fatalf("an ACK of the unrelated push 6 was counted: %+v", st.Proxies)
+	}
+	a.set(setV1, withNack(proxy(gw("1"), 6), 7, "bad listener"), withNack(proxy(gw("2"), 6), 7, "bad listener"))
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.NACKed != 2 {
+		t.Fatalf("the set's own push 7, NACKed by both gateways: %+v", st.Proxies)
+	}
+}
+
+// Delivering reads every istiod just before delivery, and watches its
+// store while delivery goes on: Track of the set takes what it found. A
+// push sent between the baseline and the set reaching the store (the
+// unrelated 6) does not count; the set's own push (7) does. Delivering
+// the set again reads nothing.
+func TestDeliveringBaseline(t *testing.T) {
+	a := newIstiod(t)
+	a.set(map[string]string{"istio-system/globalconfig-x": "hash-v0"}, proxy(gw("1"), 5))
+	var reads sync.Map
+	tr := NewTracker(Static{a.URL}, &Client{Read: func(endpoint string, _ int) {
+		n, _ := reads.LoadOrStore(endpoint, new(int))
+		*n.(*int)++
+	}}, time.Minute)
+	tr.now = func() time.Time { return since }
+	set := []*envoyfilter.Object{gatewayFilter("istio-system", networking.EnvoyFilter_GATEWAY)}
+	contents := ContentsOf(set)
+	// The store holds the set from the third read on (two during the
+	// watch), with the unrelated push 6 ACKed by then.
+	a.loadsAt(3, contents, proxy(gw("1"), 6))
+	tr.Delivering(context.Background(), set, ScopeOf(set, "istio-system"))
+	tr.Delivering(context.Background(), set, ScopeOf(set, "istio-system"))
+	g := generation("v1", contents)
+	tr.Track(g)
+	if !harnessEventually(5*time.Second, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return tr.marks[a.URL].hiKnown
+	}) {
+		t.Fatal("the watch never found the set in istiod's store")
+	}
+	tr.Poll(context.Background())
+	tr.mu.Lock()
+	m := tr.marks[a.URL]
+	tr.mu.Unlock()
+	if m.lo != 5 || m.hi != 6 || !m.proven {
+		t.Errorf("marks lo %d hi %d proven %v, want 5, 6, true", m.lo, m.hi, m.proven)
+	}
+	if st := tr.Status(); st.Pending != 1 {
+		t.Fatalf("the unrelated push 6 was counted: %+v", st.Proxies)
+	}
+	a.set(contents, proxy(gw("1"), 7))
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Synced != 1 {
+		t.Fatalf("the set's push 7: %+v", st.Proxies)
+	}
+	configz, _ := reads.Load("/debug/configz")
+	if n := *configz.(*int); n != 3 {
+		t.Errorf("%d reads of the store, want 3 (baseline, two while watching; none for the second Delivering or the polls)", n)
+	}
+}
+
+// When istiod answers slower than its quiet period, the set's own push may
+// have been sent before the tracker saw the store hold the set, as may an
+// unrelated one: none sent by then is counted (fail closed), and the
+// message says why; a later push is.
+func TestUnprovenPushesAreNotCounted(t *testing.T) {
+	a := newIstiod(t)
+	a.set(map[string]string{}, proxy(gw("1"), 5))
+	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+	tr.slice = 2 * time.Second
+	tr.now = func() time.Time { return since }
+	var mu sync.Mutex
+	mono := time.Now()
+	tr.mono = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		mono = mono.Add(50 * time.Millisecond) // every look at the clock: 50ms later
+		return mono
+	}
+	tr.Track(generation("v1", setV1))
+	a.loadsAt(2, setV1, proxy(gw("1"), 6))
+	tr.Poll(context.Background())
+	p := tr.Status().Proxy("gw-1.istio-system")
+	if p.State != Pending || !strings.Contains(p.Message, "pushes up to 6") {
+		t.Fatalf("push 6, not proven to carry the set: %+v", p)
+	}
+	a.set(setV1, proxy(gw("1"), 7))
+	tr.Poll(context.Background())
+	if p := tr.Status().Proxy("gw-1.istio-system"); p.State != Synced {
+		t.Fatalf("push 7: %+v", p)
+	}
+}
+
+func harnessEventually(d time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if f() {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return f()
+}
+
+// A push istiod started just before it loaded the set, and sends a few
+// milliseconds after the tracker saw the store hold the set, is not the
+// set's either: hi is read half istiod's quiet period after the last look
+// at a store without the set.
+func TestPushInFlightWhenTheSetLands(t *testing.T) {
+	a := newIstiod(t)
+	a.set(map[string]string{}, proxy(gw("1"), 5))
+	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+	tr.now = func() time.Time { return since }
+	tr.Track(generation("v1", setV1))
+	a.mu.Lock()
+	a.onConfigz = func(n int) {
+		if n == 2 {
+			a.held = setV1
+			// The unrelated push 6, built before, is sent 5ms later.
+			time.AfterFunc(5*time.Millisecond, func() { a.set(setV1, proxy(gw("1"), 6)) })
+		}
+	}
+	a.mu.Unlock()
+	tr.Poll(context.Background())
+	time.Sleep(20 * time.Millisecond)
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Synced != 0 || st.Proxies[0].acked != nonce(6) {
+		t.Fatalf("the push in flight, 6, was counted: %+v", st.Proxies)
+	}
+	a.set(setV1, proxy(gw("1"), 7))
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Synced != 1 {
+		t.Fatalf("the set's push 7: %+v", st.Proxies)
 	}
 }

@@ -57,6 +57,12 @@ type kubeRun struct {
 	ctlIdleCPU            float64 // share of one core while tracking an idle fleet
 	ctlRSS                float64 // MiB
 	pollBytes             float64 // bytes read from istiod per tracker poll
+	// editReads are the tracker's requests to istiod per ConfigMap edit,
+	// by endpoint, and editBytes the bytes it read per edit: from the
+	// edit to every gateway Synced, the baseline read before delivery
+	// and the watch of istiod's store included.
+	editReads             map[string]float64
+	editBytes             float64
 	polls                 float64 // tracker polls in the idle window
 	statusBytes           int
 	status                *status.Status
@@ -151,6 +157,8 @@ func measureKube(ctx context.Context, b *testing.B, n int, full bool) *kubeRun {
 	pid := ctl.Cmd.Process.Pid
 	cpu0 := cpuOf(b, pid)
 	sidecars0 := f.Pushes(fleet.ListenerType, fleet.Sidecars)
+	e0, err := ctl.Metrics(ctx)
+	must(b, err)
 	for i := 1; i <= edits; i++ {
 		marker := prefix + strconv.Itoa(i)
 		f.Watch(marker, fleet.Gateways)
@@ -174,6 +182,14 @@ func measureKube(ctx context.Context, b *testing.B, n int, full bool) *kubeRun {
 	}
 	r.sidecarPushes = f.Pushes(fleet.ListenerType, fleet.Sidecars) - sidecars0
 	r.ctlCPUPerEdit = (cpuOf(b, pid) - cpu0) / float64(edits)
+	e1, err := ctl.Metrics(ctx)
+	must(b, err)
+	r.editReads = map[string]float64{}
+	for _, ep := range []string{"/debug/syncz", "/debug/configz", "/debug/adsz"} {
+		key := `globalconfig_rollout_requests_total{endpoint="` + ep + `"}`
+		r.editReads[ep] = (e1[key] - e0[key]) / float64(edits)
+	}
+	r.editBytes = (harness.Sum(e1, "globalconfig_rollout_response_bytes_total") - harness.Sum(e0, "globalconfig_rollout_response_bytes_total")) / float64(edits)
 
 	// The controller while the fleet is quiet: its CPU, memory, and what
 	// each tracker poll reads.
@@ -655,6 +671,11 @@ func fleetReport(runs []*kubeRun, viaMCP []time.Duration, at10k int) string {
 		p("| %d | %.3f s | %.2f%% of a core | %.1f MiB | %.0f | %d bytes |\n", k.n, k.ctlCPUPerEdit, 100*k.ctlIdleCPU, k.ctlRSS, k.pollBytes, k.statusBytes)
 	}
 	p("| 10000 (the status only, built from a synthetic tracker answer) | | | | | %d bytes |\n\n", at10k)
+	p("What the rollout tracker reads from istiod per ConfigMap edit, from the edit until the status counts every gateway Synced: the sync status and store read just before delivery, the store read every 10 ms until it holds the set, the sync status read then, and the polls while a gateway is pending.\n\n| proxies | /debug/syncz | /debug/configz | /debug/adsz | bytes read per edit |\n|---|---|---|---|---|\n")
+	for _, k := range runs {
+		p("| %d | %.1f | %.1f | %.1f | %.0f KiB |\n", k.n, k.editReads["/debug/syncz"], k.editReads["/debug/configz"], k.editReads["/debug/adsz"], k.editBytes/1024)
+	}
+	p("\n")
 	p("### Growth and a projection\n\n| proxies | connect | edit → last ACK p50 | istiod CPU per full push (ours) |\n|---|---|---|---|\n")
 	for _, k := range runs {
 		p("| %d | %.1f s | %.0f ms | %.3f s |\n", k.n, k.connect.Seconds(), harness.Ms(harness.Percentile(k.viaConfigMap, 50)), mean(k.pushCPU["ours"]))
