@@ -29,12 +29,13 @@ type NodeDecoder interface {
 // google.protobuf.Struct, and ECS log lines and RFC 7807 problem bodies
 // are written nested.
 type JSONValue struct {
-	// Kind is "string", "number", "bool", "object" or "list".
-	Kind string
+	// Kind is "string", "number", "bool", "object" or "list". The fields
+	// are no document keys (json:"-"): the value reads its node whole.
+	Kind string `json:"-"`
 	// Text is a string's text, or a number or boolean as written.
-	Text   string
-	Object map[string]JSONValue
-	List   []JSONValue
+	Text   string               `json:"-"`
+	Object map[string]JSONValue `json:"-"`
+	List   []JSONValue          `json:"-"`
 }
 
 var (
