@@ -29,6 +29,7 @@ var (
 	enumType          = reflect.TypeFor[Enum]()
 	scalarDecoderType = reflect.TypeFor[ScalarDecoder]()
 	schemaTyperType   = reflect.TypeFor[SchemaTyper]()
+	nodeDecoderType   = reflect.TypeFor[NodeDecoder]()
 )
 
 // EnumValues returns the values of t when t (or *t) is an Enum.
@@ -46,6 +47,15 @@ func AsScalarDecoder(v reflect.Value) (ScalarDecoder, bool) {
 		return nil, false
 	}
 	return v.Addr().Interface().(ScalarDecoder), true
+}
+
+// AsNodeDecoder returns the NodeDecoder of the addressable value v, when
+// its type (or its pointer type) is one.
+func AsNodeDecoder(v reflect.Value) (NodeDecoder, bool) {
+	if !v.CanAddr() || !v.Addr().Type().Implements(nodeDecoderType) {
+		return nil, false
+	}
+	return v.Addr().Interface().(NodeDecoder), true
 }
 
 // SchemaTypes returns the JSON Schema types of t when t (or *t) is a

@@ -13,7 +13,6 @@ import (
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -33,16 +32,17 @@ const (
 // AccessLog is the `accessLog` section.
 type AccessLog struct {
 	items.Toggle
-	Path          string            `json:"path" doc:"File the proxy writes to (default /dev/stdout): /dev/stdout, /dev/stderr, or a file directly in /var/lib/istio/data/ or /etc/istio/proxy/, the folders an Istio proxy can write (its root filesystem is read-only, and Envoy creates no folders)."`
-	Format        string            `json:"format" doc:"Text format with Envoy command operators, e.g. \"[%START_TIME%] %REQ(:METHOD)% %RESPONSE_CODE%\\n\"; Envoy's default format when neither format nor json is given."`
-	JSON          map[string]string `json:"json" doc:"JSON log lines: field name → Envoy command operator, e.g. status: \"%RESPONSE_CODE%\"."`
-	MinStatusCode *uint32           `json:"minStatusCode" doc:"Log only responses with at least this status code, e.g. 400 (status_code_filter GE)."`
+	Path          string                     `json:"path" doc:"File the proxy writes to (default /dev/stdout): /dev/stdout, /dev/stderr, or a file directly in /var/lib/istio/data/ or /etc/istio/proxy/, the folders an Istio proxy can write (its root filesystem is read-only, and Envoy creates no folders)."`
+	Format        string                     `json:"format" doc:"Text format with Envoy command operators, e.g. \"[%START_TIME%] %REQ(:METHOD)% %RESPONSE_CODE%\\n\"; Envoy's default format when neither format nor json is given."`
+	JSON          map[string]items.JSONValue `json:"json" doc:"JSON log lines: field name → Envoy command operator, e.g. status: \"%RESPONSE_CODE%\"; values may nest (http: {method: \"%REQ(:METHOD)%\"}), and numbers, booleans and lists are written as they are. Every string is a format string."`
+	MinStatusCode *uint32                    `json:"minStatusCode" doc:"Log only responses with at least this status code, e.g. 400 (status_code_filter GE)."`
 }
 
 var (
-	_ items.Item   = (*AccessLog)(nil)
-	_ items.Ranger = (*AccessLog)(nil)
-	_ items.Texter = (*AccessLog)(nil)
+	_ items.Item      = (*AccessLog)(nil)
+	_ items.Ranger    = (*AccessLog)(nil)
+	_ items.Texter    = (*AccessLog)(nil)
+	_ items.Versioned = (*AccessLog)(nil)
 )
 
 // Texts implements items.Texter.
@@ -50,7 +50,9 @@ func (*AccessLog) Texts() []items.Text {
 	return []items.Text{
 		{Path: "path", Kind: items.TextFilePath},
 		{Path: "format", Kind: items.TextFormat},
-		{Path: "json.*", Kind: items.TextFormat, Key: items.TextPlain},
+		// json's values may nest: Validate checks every string in
+		// them with the format rule (items.CheckJSON), at its own path.
+		{Path: "json.*", Key: items.TextPlain},
 	}
 }
 
@@ -89,16 +91,25 @@ func (a *AccessLog) Validate() error {
 		p.Addf("format", "must not contain NUL")
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.JSON)) {
-		if a.JSON[k] == "" {
+		if v := a.JSON[k]; v.Kind == "string" && v.Text == "" {
 			p.Addf("json."+k, "needs a command operator or text")
 		}
 	}
+	items.CheckJSON(&p, "json", a.JSON)
 	items.CheckRanges(&p, a)
 	return p.Err()
 }
 
-// Build implements items.Item.
-func (a *AccessLog) Build() ([]envoyfilter.Patch, error) {
+// Build implements items.Item: the patch for the newest Envoy.
+func (a *AccessLog) Build() ([]envoyfilter.Patch, error) { return a.BuildFor(envoyfilter.Newest()) }
+
+// BuildFor implements items.Versioned: a string in json that the
+// release's Envoy refuses (an operator added since) is refused for it, as
+// items.TextsFor does for the declared texts.
+func (a *AccessLog) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+	if err := items.JSONFor("json", a.JSON, r.Envoy); err != nil {
+		return nil, err
+	}
 	file := &filev3.FileAccessLog{Path: a.Path}
 	switch {
 	case a.Format != "":
@@ -108,12 +119,8 @@ func (a *AccessLog) Build() ([]envoyfilter.Patch, error) {
 			}},
 		}}
 	case len(a.JSON) > 0:
-		fields := map[string]*structpb.Value{}
-		for k, v := range a.JSON {
-			fields[k] = structpb.NewStringValue(v)
-		}
 		file.AccessLogFormat = &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-			Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: &structpb.Struct{Fields: fields}},
+			Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: items.JSONStruct(a.JSON)},
 		}}
 	}
 	typed, err := anypb.New(file)

@@ -23,7 +23,6 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/envoyformat"
@@ -85,17 +84,18 @@ type CustomErrors struct {
 // Page is one replacement: the statuses it applies to and what is sent
 // instead.
 type Page struct {
-	Statuses      []uint32          `json:"statuses" doc:"The statuses replaced, 400 to 599, e.g. [502, 503, 504]. A status appears in one entry only."`
-	RewriteStatus *uint32           `json:"rewriteStatus" doc:"Send this status instead, 200 to 599 (default: keep the status)."`
-	Text          string            `json:"text" doc:"The body as text, with Envoy command operators such as %RESPONSE_CODE%, %LOCAL_REPLY_BODY% or %REQ(x-request-id)%; a literal percent sign is %%. At most 4096 bytes."`
-	JSON          map[string]string `json:"json" doc:"The body as a JSON object instead: key → text with command operators, e.g. status: \"%RESPONSE_CODE%\". At most 4096 bytes encoded."`
-	ContentType   string            `json:"contentType" doc:"The content-type of the body (default text/plain; charset=utf-8 for text, application/json for json)."`
+	Statuses      []uint32                   `json:"statuses" doc:"The statuses replaced, 400 to 599, e.g. [502, 503, 504]. A status appears in one entry only."`
+	RewriteStatus *uint32                    `json:"rewriteStatus" doc:"Send this status instead, 200 to 599 (default: keep the status)."`
+	Text          string                     `json:"text" doc:"The body as text, with Envoy command operators such as %RESPONSE_CODE%, %LOCAL_REPLY_BODY% or %REQ(x-request-id)%; a literal percent sign is %%. At most 4096 bytes."`
+	JSON          map[string]items.JSONValue `json:"json" doc:"The body as a JSON object instead: key → text with command operators, e.g. status: \"%RESPONSE_CODE%\"; values may nest, and numbers, booleans and lists are sent as they are (an RFC 7807 body: status: 503, type: about:blank). Every string is a format string. At most 4096 bytes encoded."`
+	ContentType   string                     `json:"contentType" doc:"The content-type of the body (default text/plain; charset=utf-8 for text, application/json for json)."`
 }
 
 var (
-	_ items.Item   = (*CustomErrors)(nil)
-	_ items.Warner = (*CustomErrors)(nil)
-	_ items.Texter = (*CustomErrors)(nil)
+	_ items.Item      = (*CustomErrors)(nil)
+	_ items.Warner    = (*CustomErrors)(nil)
+	_ items.Texter    = (*CustomErrors)(nil)
+	_ items.Versioned = (*CustomErrors)(nil)
 )
 
 // Texts implements items.Texter.
@@ -104,7 +104,9 @@ func (*CustomErrors) Texts() []items.Text {
 	for _, list := range []string{"localReplies", "upstream"} {
 		out = append(out,
 			items.Text{Path: list + "[].text", Kind: items.TextFormat},
-			items.Text{Path: list + "[].json.*", Kind: items.TextFormat, Key: items.TextPlain},
+			// json's values may nest: check checks every string in
+			// them with the format rule (items.CheckJSON).
+			items.Text{Path: list + "[].json.*", Key: items.TextPlain},
 			items.Text{Path: list + "[].contentType", Kind: items.TextMediaType})
 	}
 	return out
@@ -212,6 +214,7 @@ func (e Page) check(p *items.Problems, at string) {
 		}
 	}
 	if len(e.JSON) > 0 {
+		items.CheckJSON(p, at+".json", e.JSON)
 		if b, err := json.Marshal(e.JSON); err == nil && len(b) > MaxBodyBytes {
 			p.Addf(at+".json", "is %d bytes encoded, more than %d; serve a larger body from a service", len(b), MaxBodyBytes)
 		}
@@ -264,8 +267,25 @@ func isHTML(contentType string) bool {
 // clients can't do without.
 var challenges = map[uint32]string{401: "www-authenticate", 407: "proxy-authenticate"}
 
-// Build implements items.Item.
-func (c *CustomErrors) Build() ([]envoyfilter.Patch, error) {
+// Build implements items.Item: the patches for the newest Envoy.
+func (c *CustomErrors) Build() ([]envoyfilter.Patch, error) { return c.BuildFor(envoyfilter.Newest()) }
+
+// BuildFor implements items.Versioned: a string in a json body that the
+// release's Envoy refuses (an operator added since) is refused for it, as
+// items.TextsFor does for the declared texts.
+func (c *CustomErrors) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+	var p items.Problems
+	for _, list := range []struct {
+		name  string
+		pages []Page
+	}{{"localReplies", c.LocalReplies}, {"upstream", c.Upstream}} {
+		for i, e := range list.pages {
+			p.Add("", items.JSONFor(fmt.Sprintf("%s[%d].json", list.name, i), e.JSON, r.Envoy))
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
 	var patches []envoyfilter.Patch
 	if len(c.LocalReplies) > 0 {
 		cfg := &hcmv3.LocalReplyConfig{}
@@ -305,12 +325,8 @@ func (e Page) format() *corev3.SubstitutionFormatString {
 	}
 	// json_format is a google.protobuf.Struct in Envoy's proto: this is
 	// the field's own type, filled from the typed map.
-	fields := make(map[string]*structpb.Value, len(e.JSON))
-	for k, v := range e.JSON {
-		fields[k] = structpb.NewStringValue(v)
-	}
 	return &corev3.SubstitutionFormatString{
-		Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: &structpb.Struct{Fields: fields}},
+		Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: items.JSONStruct(e.JSON)},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/globalconfig/globalconfig/items"
 	"github.com/globalconfig/globalconfig/items/customerrors"
 )
 
@@ -28,7 +29,7 @@ func TestWarningsHTMLQuotingTheRequest(t *testing.T) {
 	c := &customerrors.CustomErrors{LocalReplies: []customerrors.Page{
 		{Statuses: []uint32{404}, ContentType: "text/html; charset=utf-8", Text: "<p>No page at %REQ(:path)%</p>"},
 		{Statuses: []uint32{503}, ContentType: "text/html", Text: "<p>Error %RESPONSE_CODE%, 100%% sure</p>"},
-		{Statuses: []uint32{429}, JSON: map[string]string{"path": "%REQ(:path)%"}},
+		{Statuses: []uint32{429}, JSON: map[string]items.JSONValue{"path": {Kind: "string", Text: "%REQ(:path)%"}}},
 	}}
 	err := c.Warnings()
 	if err == nil || !strings.Contains(err.Error(), "localReplies[0].text: quotes the request in an HTML page") {

@@ -84,6 +84,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if isNull(n) {
 		return
 	}
+	if nd, ok := items.AsNodeDecoder(v); ok {
+		if err := nd.DecodeNode(n); err != nil {
+			d.fail(n, path, "%v", err)
+		}
+		return
+	}
 	if sd, ok := items.AsScalarDecoder(v); ok {
 		if n.Kind != yaml.ScalarNode {
 			d.fail(n, path, "expected a single value, got %s", describe(n))
