@@ -45,10 +45,10 @@ type section struct {
 // when data is not a plain block mapping of plain keys: every line is
 // blank, a comment, indented, or a section's key line.
 func splitSections(data []byte) ([]section, bool) {
-	if bytes.ContainsAny(data, "\r\t") || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+	if bytes.IndexByte(data, '\r') >= 0 || bytes.IndexByte(data, '\t') >= 0 || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return nil, false
 	}
-	var out []section
+	out := make([]section, 0, 32)
 	start, startLine := -1, 0
 	line := 0
 	for off := 0; off < len(data); {
@@ -60,8 +60,8 @@ func splitSections(data []byte) ([]section, bool) {
 		line++
 		l := bytes.TrimSuffix(data[off:next], []byte("\n"))
 		switch {
-		case len(bytes.TrimSpace(l)) == 0, l[0] == ' ', l[0] == '#':
-			if start < 0 && len(bytes.TrimSpace(l)) > 0 && l[0] == ' ' {
+		case len(l) == 0, l[0] == ' ', l[0] == '#':
+			if start < 0 && len(l) > 0 && l[0] == ' ' && !blank(l) {
 				return nil, false // indented content before any key
 			}
 		case isTopKey(l):
@@ -78,6 +78,17 @@ func splitSections(data []byte) ([]section, bool) {
 		return nil, false
 	}
 	return append(out, section{text: data[start:], line: startLine}), true
+}
+
+// blank reports whether l holds only spaces (tabs and carriage returns
+// never reach here).
+func blank(l []byte) bool {
+	for _, c := range l {
+		if c != ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 // parsedSections caches the last document's sections by their text.
