@@ -45,10 +45,10 @@ type section struct {
 // when data is not a plain block mapping of plain keys: every line is
 // blank, a comment, indented, or a section's key line.
 func splitSections(data []byte) ([]section, bool) {
-	if bytes.ContainsAny(data, "\r\t") || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+	if bytes.IndexByte(data, '\r') >= 0 || bytes.IndexByte(data, '\t') >= 0 || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return nil, false
 	}
-	var out []section
+	out := make([]section, 0, 32)
 	start, startLine := -1, 0
 	line := 0
 	for off := 0; off < len(data); {
@@ -60,8 +60,8 @@ func splitSections(data []byte) ([]section, bool) {
 		line++
 		l := bytes.TrimSuffix(data[off:next], []byte("\n"))
 		switch {
-		case len(bytes.TrimSpace(l)) == 0, l[0] == ' ', l[0] == '#':
-			if start < 0 && len(bytes.TrimSpace(l)) > 0 && l[0] == ' ' {
+		case len(l) == 0, l[0] == ' ', l[0] == '#':
+			if start < 0 && len(l) > 0 && l[0] == ' ' && !blank(l) {
 				return nil, false // indented content before any key
 			}
 		case isTopKey(l):
@@ -78,6 +78,17 @@ func splitSections(data []byte) ([]section, bool) {
 		return nil, false
 	}
 	return append(out, section{text: data[start:], line: startLine}), true
+}
+
+// blank reports whether l holds only spaces (tabs and carriage returns
+// never reach here).
+func blank(l []byte) bool {
+	for _, c := range l {
+		if c != ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 // parsedSections caches the last document's sections by their text.
@@ -103,6 +114,13 @@ func parseSections(data []byte, last parsedSections) (root *yaml.Node, next pars
 	if !ok {
 		return nil, nil, nil, false
 	}
+	if len(last) == 0 {
+		// Nothing to reuse: one parse of the whole is cheaper than one per
+		// section, and its sections are what the next parse reuses.
+		if root, next, hashes, ok := parseWhole(data, secs); ok {
+			return root, next, hashes, true
+		}
+	}
 	next = make(parsedSections, len(secs))
 	hashes = make(map[*yaml.Node]uint64, len(secs))
 	mapping := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: secs[0].line, Column: 1}
@@ -121,8 +139,12 @@ func parseSections(data []byte, last parsedSections) (root *yaml.Node, next pars
 		if _, dup := next[string(s.text)]; dup || ps.shiftedKey == nil || ps.line != s.line {
 			// A section repeated word for word gets its own copy: a
 			// duplicate key is reported at each one's line.
-			ps = &parsedSection{key: ps.key, value: ps.value, hash: ps.hash, line: s.line,
-				shiftedKey: shifted(ps.key, s.line-1), shiftedValue: shifted(ps.value, s.line-1)}
+			key, value := ps.key, ps.value
+			if key == nil { // from a whole parse: only its moved copy
+				key, value = shifted(ps.shiftedKey, 1-ps.line), shifted(ps.shiftedValue, 1-ps.line)
+			}
+			ps = &parsedSection{key: key, value: value, hash: ps.hash, line: s.line,
+				shiftedKey: shifted(key, s.line-1), shiftedValue: shifted(value, s.line-1)}
 		}
 		next[string(s.text)] = ps
 		hashes[ps.shiftedValue] = ps.hash
@@ -130,6 +152,33 @@ func parseSections(data []byte, last parsedSections) (root *yaml.Node, next pars
 	}
 	root = &yaml.Node{Kind: yaml.DocumentNode, Line: mapping.Line, Column: 1, Content: []*yaml.Node{mapping}}
 	return root, next, hashes, true
+}
+
+// parseWhole parses data, split into secs, as one document, and caches
+// each section's nodes as the copy moved to its line (the nodes at line
+// 1 are made when a later document moves the section). ok is false when
+// the whole does not parse, or its top-level keys are not the sections'.
+func parseWhole(data []byte, secs []section) (*yaml.Node, parsedSections, map[*yaml.Node]uint64, bool) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil || root.Kind != yaml.DocumentNode || len(root.Content) != 1 || !plain(&root) {
+		return nil, nil, nil, false
+	}
+	m := root.Content[0]
+	if m.Kind != yaml.MappingNode || len(m.Content) != 2*len(secs) {
+		return nil, nil, nil, false
+	}
+	next := make(parsedSections, len(secs))
+	hashes := make(map[*yaml.Node]uint64, len(secs))
+	for i, s := range secs {
+		k, v := m.Content[2*i], m.Content[2*i+1]
+		if k.Line != s.line {
+			return nil, nil, nil, false
+		}
+		ps := &parsedSection{hash: nodeHash(v), line: s.line, shiftedKey: k, shiftedValue: v}
+		next[string(s.text)] = ps
+		hashes[v] = ps.hash
+	}
+	return &root, next, hashes, true
 }
 
 // nodeHash is the hash of the content of the tree n (hashNode).
