@@ -53,10 +53,11 @@ func (fl *fleet) answer(answers ...string) {
 	fl.f.t.Helper()
 	fl.tracker.Poll(fl.f.ctx)
 	fl.push++
-	fl.proxies = nil
+	var proxies []rollout.ProxySync
 	for i, a := range answers {
-		fl.proxies = append(fl.proxies, gatewaySync(fmt.Sprintf("gw-%c.istio-system", 'a'+i), fl.push, a))
+		proxies = append(proxies, gatewaySync(fmt.Sprintf("gw-%c.istio-system", 'a'+i), fl.push, a))
 	}
+	setProxies(&fl.proxies, proxies...)
 	fl.tracker.Poll(fl.f.ctx)
 }
 

@@ -100,6 +100,14 @@ func (m *mesh) answer(tr *rollout.Tracker) {
 	tr.Poll(m.f.ctx)
 }
 
+// change changes the fake's proxies under its lock: the tracker asks it
+// from goroutines of its own.
+func (m *mesh) change(fn func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fn()
+}
+
 func (m *mesh) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	delay, fails := m.adszDelay, m.adszFails

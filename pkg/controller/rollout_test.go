@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,10 +35,25 @@ func fakeIstiod(t *testing.T, f *fixture, proxies *[]rollout.ProxySync) *httptes
 			_ = json.NewEncoder(w).Encode(out)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(*proxies)
+		fakeIstiodMu.Lock()
+		answer := slices.Clone(*proxies)
+		fakeIstiodMu.Unlock()
+		_ = json.NewEncoder(w).Encode(answer)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// fakeIstiodMu guards the proxies a fake istiod answers with: the tracker
+// reads them from its own goroutines (the look before a delivery) while a
+// test changes them (setProxies).
+var fakeIstiodMu sync.Mutex
+
+// setProxies makes the fake istiod answer with ps from now on.
+func setProxies(dst *[]rollout.ProxySync, ps ...rollout.ProxySync) {
+	fakeIstiodMu.Lock()
+	defer fakeIstiodMu.Unlock()
+	*dst = ps
 }
 
 // gatewaySync is a gateway that ACKed push n, or NACKed its listeners with
@@ -72,12 +89,12 @@ func TestSyncReportsRollout(t *testing.T) {
 
 	// istiod holds the set (its configz is the API's) after push 4; push
 	// 5 carries it.
-	proxies = []rollout.ProxySync{gatewaySync("gw-a.istio-system", 4, ""), gatewaySync("gw-b.istio-system", 4, "")}
+	setProxies(&proxies, gatewaySync("gw-a.istio-system", 4, ""), gatewaySync("gw-b.istio-system", 4, ""))
 	tracker.Poll(f.ctx)
-	proxies = []rollout.ProxySync{
+	setProxies(&proxies,
 		gatewaySync("gw-a.istio-system", 5, ""),
 		gatewaySync("gw-b.istio-system", 5, "Error adding/updating listener(s) 0.0.0.0_80: token s3cr3t refused"),
-	}
+	)
 	tracker.Poll(f.ctx)
 	f.deliver()
 	f.mustSync()

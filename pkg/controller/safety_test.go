@@ -213,7 +213,7 @@ func TestNoStableSetNeverPromotes(t *testing.T) {
 			cn := r.m.gateway("gw-c", "true")
 			r.m.gateway("gw-s", "false")
 			r.start(policyDoc(30*time.Second, 100, ""), policyDoc(30*time.Second, 200, ""))
-			cn.answer = "silent" // the canary never takes the change
+			r.m.change(func() { cn.answer = "silent" }) // the canary never takes the change
 			if s, c := r.sees("false"), r.sees("true"); s != "100" || c != "200" {
 				t.Fatalf("in the phase: the stable proxy sees %q, the canary %q", s, c)
 			}
@@ -253,7 +253,7 @@ func TestInvisibleCanariesCount(t *testing.T) {
 		}
 		r.m.gateway("gw-stable", "false")
 		r.start(policyDoc(30*time.Second, 100, ""), policyDoc(30*time.Second, 200, ""))
-		last.answer = "LDS: cache_time_ms must not be set"
+		r.m.change(func() { last.answer = "LDS: cache_time_ms must not be set" })
 		r.tick()
 		r.advance(31 * time.Second)
 		r.tick()
@@ -270,7 +270,7 @@ func TestInvisibleCanariesCount(t *testing.T) {
 		c2 := r.m.gateway("gw-c2", "true")
 		r.m.gateway("gw-s", "false")
 		r.start(policyDoc(30*time.Second, 100, ""), policyDoc(30*time.Second, 200, ""))
-		c2.gone = true // crashed
+		r.m.change(func() { c2.gone = true }) // crashed
 		r.tick()
 		r.advance(31 * time.Second)
 		r.tick()
@@ -465,7 +465,7 @@ func TestRollbackTargetIsChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.restart()
-		cn.answer = "LDS: cache_time_ms must not be set"
+		r.m.change(func() { cn.answer = "LDS: cache_time_ms must not be set" })
 		r.tick()
 		r.tick()
 		if _, ph, msg := r.phase(); ph != "RolledBack" {
@@ -642,7 +642,7 @@ func TestDeposedLeaderCannotOverwrite(t *testing.T) {
 	deposed := r.f.ctrl
 	// A new leader takes over, and the canary NACKs: rolled back.
 	r.restart()
-	cn.answer = "LDS: cache_time_ms must not be set"
+	r.m.change(func() { cn.answer = "LDS: cache_time_ms must not be set" })
 	r.tick()
 	r.tick()
 	if _, ph, msg := r.phase(); ph != "RolledBack" {

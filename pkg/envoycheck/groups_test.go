@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
@@ -50,7 +51,15 @@ func renderDoc(t *testing.T, doc string) []*envoyfilter.Object {
 	if !res.Valid() {
 		t.Fatalf("%s\n%s", doc, render.Describe(res.Problems, "\n"))
 	}
-	return res.Objects
+	// The renderer's objects share their patch values with its caches
+	// (envoyfilter.Check's memo): tests that change them get copies.
+	out := make([]*envoyfilter.Object, len(res.Objects))
+	for i, o := range res.Objects {
+		c := *o
+		c.Spec = proto.Clone(o.Spec).(*networking.EnvoyFilter)
+		out[i] = &c
+	}
+	return out
 }
 
 // groupItems lists each group as "PROXIES: item,item".
