@@ -221,16 +221,20 @@ const SilentMemory = time.Hour
 //     set: they don't carry it;
 //   - pushes after hi were not sent yet when the store was seen holding the
 //     set: they carry it;
-//   - pushes between (sent before hi was read) are not counted. When hi
-//     was read less than the quiet period after a read of the store that
-//     still lacked the set (proven), the set's own push had not started
-//     then, so none of them is the set's (an unrelated push that started
-//     in the same instant is one of them). Without the proof the set's
-//     own push may be one of them, but so may an unrelated one: they are
-//     not counted either (fail closed), the proxy waits for a later push,
-//     and its message says why. hi is read half the quiet period after
-//     the last read without the set (settle), so that a push istiod
-//     started just before it loaded the set has been sent by then.
+//   - pushes between (sent before hi was read): when hi was read less
+//     than the quiet period after a read of the store that still lacked
+//     the set (proven), the set's own push had not started then, so none
+//     of them is the set's (an unrelated push that started in the same
+//     instant is one of them) and none is counted. Without the proof
+//     (istiod answered slower than its quiet period: a loaded istiod) the
+//     set's own push may be one of them, and no later push may ever come:
+//     they are counted, as every push after a look that lacked the set
+//     was before the proof existed, and lo is the look just before the
+//     delivery, so only a push that started in the instant between the
+//     delivery and istiod loading the set can be taken for the set's. hi
+//     is read half the quiet period after the last read without the set
+//     (settle), so that a push istiod started just before it loaded the
+//     set has been sent by then.
 //
 // Without lo (the store already held the set the first time it was
 // asked: after a controller restart, or over MCP from another replica), a
@@ -987,9 +991,11 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 		case n > m.hi:
 			return true
 		case m.loKnown:
-			// Sent before hi was read: the set's own push only when
-			// proven, and proven it is not (see mark).
-			return false
+			// Sent before hi was read: never the set's when proven (see
+			// mark). Unproven (istiod answered slower than its quiet
+			// period), the set's own push may be one of them: those sent
+			// after lo, the look just before the delivery, count.
+			return !m.proven && n > m.lo
 		}
 		return !sent.IsZero() && !sent.Before(gen.Since)
 	}
@@ -1023,8 +1029,6 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 		out.Message = "istiod " + a.address + " has not loaded the set (" + a.missing + ")"
 	case !hasLDS || lds.Sent == "":
 		out.Message = "istiod has sent it no listeners"
-	case !after(lds.Sent, lds.SentTime) && m.loKnown && !m.proven:
-		out.Message = fmt.Sprintf("no listeners sent since istiod loaded the set that are known to carry it: istiod answered slower than its quiet period (%s), so pushes up to %d, which may have started before it loaded the set, are not counted", t.debounce(), m.hi)
 	case !after(lds.Sent, lds.SentTime):
 		out.Message = "no listeners sent since istiod loaded the set"
 	case len(earlier) > 0:
