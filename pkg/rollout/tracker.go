@@ -600,13 +600,11 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 			if slice := now.Add(cmp.Or(t.slice, WatchSlice)); slice.Before(until) {
 				until = slice
 			}
-			if a.mark, a.missing = t.watch(ctx, gen.Contents, gen.Scope.Namespaces(), ep, a.mark, until, nil); !a.mark.hiKnown {
-				return a
+			var proxies []ProxySync
+			if a.mark, a.missing, proxies = t.watch(ctx, gen.Contents, gen.Scope.Namespaces(), ep, a.mark, until, nil); a.mark.hiKnown {
+				a.proxies = proxies
 			}
-		} else {
-			return a
 		}
-		a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
 		return a
 	}
 	t.settle(ctx, a.mark)
@@ -624,7 +622,7 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 // hi was read within istiod's quiet period after the last read of a store
 // without the set (proven), and missing how the store still differs when
 // it never held the set. stop, when set, ends it early.
-func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespaces []string, ep string, m mark, deadline time.Time, stop func() bool) (mark, string) {
+func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespaces []string, ep string, m mark, deadline time.Time, stop func() bool) (mark, string, []ProxySync) {
 	m.watching = false
 	missing := "not read"
 	for {
@@ -637,22 +635,22 @@ func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespa
 			m.lackAt = start
 		}
 		if !start.Before(deadline) || t.stale(contents) || stop != nil && stop() {
-			return m, missing
+			return m, missing, nil
 		}
 		select {
 		case <-ctx.Done():
-			return m, missing
+			return m, missing, nil
 		case <-time.After(WatchEvery):
 		}
 	}
 	t.settle(ctx, m)
 	proxies, err := t.Client.Syncz(ctx, ep, namespaces...)
 	if err != nil {
-		return m, "its sync status was not read after it loaded the set: " + err.Error()
+		return m, "its sync status was not read after it loaded the set: " + err.Error(), nil
 	}
 	m.hi, m.hiKnown = maxSent(proxies), true
 	m.proven = m.loKnown && !m.lackAt.IsZero() && t.mono().Sub(m.lackAt) < t.debounce()
-	return m, ""
+	return m, "", proxies
 }
 
 // settle waits, before hi is read, until half istiod's quiet period has
@@ -697,9 +695,8 @@ func (t *Tracker) debounce() time.Duration {
 
 // Delivering is told of a set just before it is delivered (written as
 // EnvoyFilters, or served over MCP), with the scope of its proxies. It
-// reads every istiod's sync status, then its store, at once (each within
-// BaselineTimeout): every push sent before a store without the set does
-// not carry it. Then, while delivery goes on, it watches each store
+// reads every istiod's store at once (within BaselineTimeout): every push
+// sent before a store without the set does not carry it. Then, while delivery goes on, it watches each store
 // (watch) until it holds the set, and reads which pushes were sent by
 // then; Track of the same contents takes what it found. A set already
 // tracked or being delivered is not read again. It returns when the
@@ -727,16 +724,14 @@ func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, sco
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, BaselineTimeout)
 			defer cancel()
-			proxies, err := t.Client.Syncz(ctx, ep, namespaces...)
-			if err != nil {
-				return
-			}
+			// Every push sent so far was sent before this look (lo): its
+			// value is not needed, as no push up to hi counts.
 			start := t.mono()
 			held, err := t.Client.Configz(ctx, ep)
 			if err != nil || differs(held, contents) == "" {
 				return // no baseline: the store holds the set already
 			}
-			marks[i] = &mark{lo: maxSent(proxies), loKnown: true, lackAt: start, watching: true}
+			marks[i] = &mark{loKnown: true, lackAt: start, watching: true}
 		}()
 	}
 	wg.Wait()
@@ -763,7 +758,7 @@ func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, sco
 				cur, ok := t.marks[eps[i]]
 				return t.gen != nil && maps.Equal(t.gen.Contents, contents) && ok && !cur.watching
 			}
-			found, _ := t.watch(ctx, contents, namespaces, eps[i], *m, t.mono().Add(WatchFor), takenOver)
+			found, _, _ := t.watch(ctx, contents, namespaces, eps[i], *m, t.mono().Add(WatchFor), takenOver)
 			t.mu.Lock()
 			base.marks[eps[i]] = found
 			kick := false

@@ -590,8 +590,8 @@ func TestDeliveringBaseline(t *testing.T) {
 	tr.mu.Lock()
 	m := tr.marks[a.URL]
 	tr.mu.Unlock()
-	if m.lo != 5 || m.hi != 6 || !m.proven {
-		t.Errorf("marks lo %d hi %d proven %v, want 5, 6, true", m.lo, m.hi, m.proven)
+	if !m.loKnown || m.hi != 6 || !m.proven {
+		t.Errorf("marks lo known %v, hi %d, proven %v; want true, 6, true", m.loKnown, m.hi, m.proven)
 	}
 	if st := tr.Status(); st.Pending != 1 {
 		t.Fatalf("the unrelated push 6 was counted: %+v", st.Proxies)
@@ -604,6 +604,10 @@ func TestDeliveringBaseline(t *testing.T) {
 	configz, _ := reads.Load("/debug/configz")
 	if n := *configz.(*int); n != 3 {
 		t.Errorf("%d reads of the store, want 3 (baseline, two while watching; none for the second Delivering or the polls)", n)
+	}
+	syncz, _ := reads.Load("/debug/syncz")
+	if n := *syncz.(*int); n != 3 {
+		t.Errorf("%d reads of the sync status, want 3 (once the store held the set, and one per poll)", n)
 	}
 }
 

@@ -31,6 +31,12 @@ const coincidentRounds = 10
 // unrelated EnvoyFilter is applied 0 to 180 ms before each edit (istiod's
 // quiet period is 100 ms: before it both changes fall in one push, after
 // it in two), at the real Envoy 1.40.0 and 1.39.3 gateways.
+//
+// On a quiet 2-core machine this did not reproduce the fault of the
+// tracker before Delivering (40 rounds at 0 to 180 ms, all rolled back
+// there too; the fault was seen under a full test run's load). The
+// coincidence itself is pinned in pkg/rollout (TestCoincidentPushIsNotTheSets,
+// TestPushInFlightWhenTheSetLands), which fail on that tracker.
 func TestDirectCoincidentPush(t *testing.T) {
 	ctx := setup(t)
 	prune(ctx, t, nil)
