@@ -228,10 +228,8 @@ const SilentMemory = time.Hour
 //     instant is one of them) and none is counted. Without the proof
 //     (istiod answered slower than its quiet period: a loaded istiod) the
 //     set's own push may be one of them, and no later push may ever come:
-//     they are counted, as every push after a look that lacked the set
-//     was before the proof existed, and lo is the look just before the
-//     delivery, so only a push that started in the instant between the
-//     delivery and istiod loading the set can be taken for the set's. hi
+//     they are judged by their send time against the set's time, as
+//     pushes are without lo (below), not left uncounted for ever. hi
 //     is read half the quiet period after the last read without the set
 //     (settle), so that a push istiod started just before it loaded the
 //     set has been sent by then.
@@ -985,13 +983,12 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 			return false
 		case n > m.hi:
 			return true
-		case m.loKnown:
-			// Sent before hi was read: never the set's when proven (see
-			// mark). Unproven (istiod answered slower than its quiet
-			// period), the set's own push may be one of them: those sent
-			// after lo, the look just before the delivery, count.
-			return !m.proven && n > m.lo
+		case m.loKnown && m.proven:
+			// Sent before hi was read: never the set's (see mark).
+			return false
 		}
+		// Without lo, or unproven (istiod answered slower than its quiet
+		// period, so the set's own push may be one of them): by send time.
 		return !sent.IsZero() && !sent.Before(gen.Since)
 	}
 	var nacks, earlier, unacked []string

@@ -613,36 +613,50 @@ func TestDeliveringBaseline(t *testing.T) {
 
 // When istiod answers slower than its quiet period, the set's own push may
 // have been sent before the tracker saw the store hold the set, and in a
-// quiet mesh no later push comes: a push sent after the look that lacked
-// the set counts, as before the proof (waiting for another would leave the
-// proxy Pending, then Stale, while it holds the set).
-func TestUnprovenPushesCountAfterTheLook(t *testing.T) {
-	a := newIstiod(t)
-	a.set(map[string]string{}, proxy(gw("1"), 5))
-	tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
-	tr.slice = 2 * time.Second
-	tr.now = func() time.Time { return since }
-	var mu sync.Mutex
-	mono := time.Now()
-	tr.mono = func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		mono = mono.Add(50 * time.Millisecond) // every look at the clock: 50ms later
-		return mono
-	}
-	tr.Track(generation("v1", setV1))
-	a.loadsAt(2, setV1, proxy(gw("1"), 6))
-	tr.Poll(context.Background())
-	// Push 6 went out after the look that lacked the set (push 5), and
-	// istiod answered too slowly to prove it is not the set's: it may be
-	// the set's own push, and no other may ever come. It counts.
-	if p := tr.Status().Proxy("gw-1.istio-system"); p.State != Synced {
-		t.Fatalf("push 6, sent after the look without the set, unproven: %+v", p)
-	}
-	a.set(setV1, proxy(gw("1"), 7))
-	tr.Poll(context.Background())
-	if p := tr.Status().Proxy("gw-1.istio-system"); p.State != Synced {
-		t.Fatalf("push 7: %+v", p)
+// quiet mesh no later push comes: such a push counts when it was sent
+// after the set's time, as pushes do when the store held the set at the
+// first look (waiting for another would leave the proxy Pending, then
+// Stale, while it holds the set); one sent before it never does.
+func TestUnprovenPushesCountBySendTime(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sent time.Time
+		want State
+	}{
+		{"sent after the set's time", since.Add(time.Second), Synced},
+		{"sent before it", since.Add(-time.Second), Pending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newIstiod(t)
+			a.set(map[string]string{}, proxy(gw("1"), 5))
+			tr := NewTracker(Static{a.URL}, &Client{}, time.Minute)
+			tr.slice = 2 * time.Second
+			tr.now = func() time.Time { return since }
+			var mu sync.Mutex
+			mono := time.Now()
+			tr.mono = func() time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				mono = mono.Add(50 * time.Millisecond) // every look at the clock: 50ms later
+				return mono
+			}
+			tr.Track(generation("v1", setV1))
+			p6 := proxy(gw("1"), 6)
+			for u, r := range p6.Resources {
+				r.SentTime = tc.sent
+				p6.Resources[u] = r
+			}
+			a.loadsAt(2, setV1, p6)
+			tr.Poll(context.Background())
+			if p := tr.Status().Proxy("gw-1.istio-system"); p.State != tc.want {
+				t.Fatalf("push 6, unproven, %s: %+v, want %s", tc.name, p, tc.want)
+			}
+			a.set(setV1, proxy(gw("1"), 7))
+			tr.Poll(context.Background())
+			if p := tr.Status().Proxy("gw-1.istio-system"); p.State != Synced {
+				t.Fatalf("push 7: %+v", p)
+			}
+		})
 	}
 }
 
