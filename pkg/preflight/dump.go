@@ -43,9 +43,10 @@ type Config struct {
 	// StaticClusters are the bootstrap's clusters in an Envoy's own dump (istiod's
 	// xds-grpc, sds-grpc, ...), which the dynamic resources may name.
 	StaticClusters []*clusterv3.Cluster
-	// Opaque are the typed-config types this build does not know (Istio's
-	// private extensions of a newer release, a custom filter): their
-	// content was not read, only their type is kept.
+	// Opaque are the typed-config types this build does not link (an
+	// extension outside those istiod writes, Istio's private extensions of
+	// a newer release, a custom filter): their content is not read but
+	// kept as the dump's JSON, which Validate loads and a diff shows.
 	Opaque []string
 	// Dropped is the protojson error of fields this build does not know in
 	// types it does know (a newer Envoy API), which were dropped; "" when
@@ -188,9 +189,9 @@ func stripType(c json.RawMessage) []byte {
 	return b
 }
 
-// resolver resolves every type linked into this binary and stands an empty
-// message in for any other, so that a dump with a private type still
-// decodes; those types are recorded.
+// resolver resolves every type linked into this binary and stands a
+// message holding the object's JSON in for any other (see wrap), so that a
+// dump with such a type still decodes whole; those types are recorded.
 type resolver struct {
 	opaque map[string]protoreflect.MessageType
 }
