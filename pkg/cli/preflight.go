@@ -165,7 +165,7 @@ func (r preflightReport) write(w io.Writer) error {
 		fmt.Fprintf(&b, "note: %s\n", s)
 	}
 	if len(r.Opaque) > 0 {
-		fmt.Fprintf(&b, "note: typed configs this build does not know, compared by type only: %s\n", strings.Join(r.Opaque, ", "))
+		fmt.Fprintf(&b, "note: typed configs of types this build does not link, compared as the dump's JSON: %s\n", strings.Join(r.Opaque, ", "))
 	}
 	if r.Dropped != "" {
 		fmt.Fprintf(&b, "note: fields this build does not know were dropped from the dump (a newer Envoy API?): %s\n", r.Dropped)

@@ -50,6 +50,9 @@ func (c *Config) json(m proto.Message) (string, error) {
 		r = newResolver()
 	}
 	b, err := protojson.MarshalOptions{Resolver: r, UseProtoNames: true}.Marshal(m)
+	if err == nil {
+		b, err = r.expand(b)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -43,9 +43,10 @@ type Config struct {
 	// StaticClusters are the bootstrap's clusters in an Envoy's own dump (istiod's
 	// xds-grpc, sds-grpc, ...), which the dynamic resources may name.
 	StaticClusters []*clusterv3.Cluster
-	// Opaque are the typed-config types this build does not know (Istio's
-	// private extensions of a newer release, a custom filter): their
-	// content was not read, only their type is kept.
+	// Opaque are the typed-config types this build does not link (an
+	// extension outside those istiod writes, Istio's private extensions of
+	// a newer release, a custom filter): their content is not read but
+	// kept as the dump's JSON, which Validate loads and a diff shows.
 	Opaque []string
 	// Dropped is the protojson error of fields this build does not know in
 	// types it does know (a newer Envoy API), which were dropped; "" when
@@ -188,9 +189,9 @@ func stripType(c json.RawMessage) []byte {
 	return b
 }
 
-// resolver resolves every type linked into this binary and stands an empty
-// message in for any other, so that a dump with a private type still
-// decodes; those types are recorded.
+// resolver resolves every type linked into this binary and stands a
+// message holding the object's JSON in for any other (see wrap), so that a
+// dump with such a type still decodes whole; those types are recorded.
 type resolver struct {
 	opaque map[string]protoreflect.MessageType
 }
@@ -223,7 +224,11 @@ func (r *resolver) FindExtensionByNumber(message protoreflect.FullName, field pr
 	return protoregistry.GlobalTypes.FindExtensionByNumber(message, field)
 }
 
-// stand returns an empty message type of the full name.
+// opaqueField is the one field of a stand-in: the JSON of the object it
+// stands in for, "@type" taken out (see wrap and expand).
+const opaqueField = "json"
+
+// stand returns the stand-in message type of the full name.
 func (r *resolver) stand(name string) (protoreflect.MessageType, error) {
 	if t, ok := r.opaque[name]; ok {
 		return t, nil
@@ -236,10 +241,13 @@ func (r *resolver) stand(name string) (protoreflect.MessageType, error) {
 		pkg, msg = name[:i], name[i+1:]
 	}
 	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
-		Name:        proto.String("opaque/" + name + ".proto"),
-		Package:     proto.String(pkg),
-		Syntax:      proto.String("proto3"),
-		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String(msg)}},
+		Name:    proto.String("opaque/" + name + ".proto"),
+		Package: proto.String(pkg),
+		Syntax:  proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String(msg), Field: []*descriptorpb.FieldDescriptorProto{{
+			Name: proto.String(opaqueField), JsonName: proto.String(opaqueField), Number: proto.Int32(1),
+			Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+		}}}},
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -258,61 +266,157 @@ func (r *resolver) opaqueTypes() []string {
 	return out
 }
 
-// unmarshal decodes strictly; the fields of private types, and then any
-// field this build does not know, are dropped, and the second reported.
+// unmarshal decodes strictly. The object of a type this build does not
+// link is kept as its JSON in a stand-in (wrap); then any field this build
+// does not know in a type it does know is dropped, and reported.
 func (r *resolver) unmarshal(b []byte, m proto.Message) (dropped string, err error) {
 	strict := protojson.UnmarshalOptions{Resolver: r}
 	strictErr := strict.Unmarshal(b, m)
 	if strictErr == nil {
 		return "", nil
 	}
+	if len(r.opaque) > 0 {
+		if b, err = r.wrap(b); err != nil {
+			return "", err
+		}
+		proto.Reset(m)
+		if strictErr = strict.Unmarshal(b, m); strictErr == nil {
+			return "", nil
+		}
+	}
 	proto.Reset(m)
 	if err := (protojson.UnmarshalOptions{Resolver: r, DiscardUnknown: true}).Unmarshal(b, m); err != nil {
 		return "", err
 	}
-	// A private type's fields are unknown to its stand-in (the strict
-	// decode above met them): without them, a strict decode tells whether
-	// a known type lost a field too.
-	if len(r.opaque) > 0 {
-		filtered, err := withoutOpaque(b, r)
-		if err != nil {
-			return "", err
-		}
-		if strictErr = strict.Unmarshal(filtered, m.ProtoReflect().New().Interface()); strictErr == nil {
-			return "", nil
-		}
-	}
 	return envoyfilter.ProtojsonDetail(strictErr), nil
 }
 
-// withoutOpaque is the JSON with the fields of every object whose "@type"
-// is a stand-in removed.
-func withoutOpaque(b []byte, r *resolver) ([]byte, error) {
+// wrap is the JSON with every object whose "@type" this build does not
+// link replaced by its stand-in: the "@type" and, in the stand-in's one
+// field, the rest of the object as JSON text.
+func (r *resolver) wrap(b []byte) ([]byte, error) {
+	v, err := decodeJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	var walk func(v any) (any, error)
+	walk = func(v any) (any, error) {
+		switch t := v.(type) {
+		case map[string]any:
+			if ty, ok := t["@type"].(string); ok {
+				name := ty[strings.LastIndexByte(ty, '/')+1:]
+				_, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name))
+				if err != nil && protoreflect.FullName(name).IsValid() {
+					if _, err := r.stand(name); err != nil {
+						return nil, err
+					}
+					delete(t, "@type")
+					raw, err := encodeJSON(t)
+					if err != nil {
+						return nil, err
+					}
+					return map[string]any{"@type": ty, opaqueField: string(raw)}, nil
+				}
+			}
+			for k, e := range t {
+				w, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				t[k] = w
+			}
+		case []any:
+			for i, e := range t {
+				w, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				t[i] = w
+			}
+		}
+		return v, nil
+	}
+	w, err := walk(v)
+	if err != nil {
+		return nil, err
+	}
+	return encodeJSON(w)
+}
+
+// expand is protojson's output b with every stand-in given back the
+// object it stands in for, as the dump had it: what Envoy loads and what
+// a diff shows.
+func (r *resolver) expand(b []byte) ([]byte, error) {
+	if r == nil || len(r.opaque) == 0 {
+		return b, nil
+	}
+	v, err := decodeJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	var walk func(v any) (any, error)
+	walk = func(v any) (any, error) {
+		switch t := v.(type) {
+		case map[string]any:
+			if ty, ok := t["@type"].(string); ok {
+				if _, stand := r.opaque[ty[strings.LastIndexByte(ty, '/')+1:]]; stand {
+					out := map[string]any{}
+					if raw, ok := t[opaqueField].(string); ok {
+						o, err := decodeJSON([]byte(raw))
+						if err != nil {
+							return nil, err
+						}
+						if out, ok = o.(map[string]any); !ok {
+							return nil, fmt.Errorf("the kept JSON of a %s is not an object", ty)
+						}
+					}
+					out["@type"] = ty
+					return out, nil
+				}
+			}
+			for k, e := range t {
+				w, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				t[k] = w
+			}
+		case []any:
+			for i, e := range t {
+				w, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				t[i] = w
+			}
+		}
+		return v, nil
+	}
+	w, err := walk(v)
+	if err != nil {
+		return nil, err
+	}
+	return encodeJSON(w)
+}
+
+// encodeJSON is v as compact JSON, with "<", ">" and "&" as written.
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// decodeJSON decodes b keeping numbers as written.
+func decodeJSON(b []byte) (any, error) {
 	var v any
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch t := v.(type) {
-		case map[string]any:
-			if ty, ok := t["@type"].(string); ok {
-				name := ty[strings.LastIndexByte(ty, '/')+1:]
-				if _, stand := r.opaque[name]; stand {
-					return map[string]any{"@type": ty}
-				}
-			}
-			for k, e := range t {
-				t[k] = walk(e)
-			}
-		case []any:
-			for i, e := range t {
-				t[i] = walk(e)
-			}
-		}
-		return v
-	}
-	return json.Marshal(walk(v))
+	return v, nil
 }

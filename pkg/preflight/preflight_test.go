@@ -16,6 +16,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -222,6 +223,52 @@ func TestParseDump(t *testing.T) {
 		if !errors.As(err, &de) || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("ParseDump(%.40q) = %v, want a DumpError with %q", bad.in, err, bad.want)
 		}
+	}
+}
+
+// An Envoy extension this build does not link (a hand-written EnvoyFilter
+// added it) keeps its content: Envoy's check loads it as the dump had it,
+// and a diff shows it; only its type is reported as not read.
+func TestUnlinkedEnvoyTypeKeepsItsJSON(t *testing.T) {
+	const kill = "envoy.extensions.filters.http.kill_request.v3.KillRequest"
+	if _, err := protoregistry.GlobalTypes.FindMessageByName(kill); err == nil {
+		t.Fatalf("%s is linked into this build: the test needs a type that is not", kill)
+	}
+	ext := `{"name": "envoy.filters.http.kill_request", "typedConfig": {"@type": "type.googleapis.com/` + kill + `",
+	  "probability": {"numerator": 3, "denominator": "TEN_THOUSAND"}, "killRequestHeader": "x-kill<me>"}}`
+	priv := `{"name": "private.filter", "typedConfig": {"@type": "type.googleapis.com/example.private.v1.Config", "knob": 3}}`
+	c, err := ParseDump(dumpOf(t, gateway(t), ext+","+priv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Opaque, ","); got != "envoy.extensions.filters.http.kill_request.v3.KillRequest,example.private.v1.Config" || c.Dropped != "" {
+		t.Errorf("opaque %q, dropped %q", got, c.Dropped)
+	}
+	js, removed, err := bootstrapJSON(Kind{}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(removed, "; "); got != "listener 0.0.0.0_8080: HTTP filter private.filter" {
+		t.Errorf("removed: %s", got)
+	}
+	want := `{"@type":"type.googleapis.com/` + kill + `","killRequestHeader":"x-kill<me>","probability":{"denominator":"TEN_THOUSAND","numerator":3}}`
+	if !strings.Contains(string(js), want) {
+		t.Errorf("the bootstrap Envoy loads lacks %s:\n%s", want, js)
+	}
+	if strings.Contains(string(js), "knob") {
+		t.Errorf("the private filter reached the bootstrap:\n%s", js)
+	}
+	// The diff shows the content too, and an unchanged one is no change.
+	txt, err := c.json(c.Listeners[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(txt, `"killRequestHeader": "x-kill<me>"`) {
+		t.Errorf("the diff's JSON lacks the extension's content:\n%s", txt)
+	}
+	again, err := c.clone().json(c.clone().Listeners[0])
+	if err != nil || again != txt {
+		t.Errorf("a clone reads differently (%v)", err)
 	}
 }
 

@@ -97,17 +97,9 @@ func onlyItemChanged(live, desired []Filter, item string) []Filter {
 
 // load validates c: "" when Envoy accepts it, else Envoy's message.
 func load(ctx context.Context, bin *envoybin.Binary, k Kind, c *Config) (string, []string, error) {
-	bs, removed, err := Bootstrap(k, c)
+	js, removed, err := bootstrapJSON(k, c)
 	if err != nil {
 		return "", nil, err
-	}
-	r := c.res
-	if r == nil {
-		r = newResolver()
-	}
-	js, err := protojson.MarshalOptions{Resolver: r}.Marshal(bs)
-	if err != nil {
-		return "", nil, fmt.Errorf("encode bootstrap: %w", err)
 	}
 	err = bin.Validate(ctx, js)
 	var rej *envoybin.Rejected
@@ -115,6 +107,27 @@ func load(ctx context.Context, bin *envoybin.Binary, k Kind, c *Config) (string,
 		return envoycheck.ProxyPaths(rej.Message), removed, nil
 	}
 	return "", removed, err
+}
+
+// bootstrapJSON is Bootstrap as the JSON Envoy loads: a typed config this
+// build does not link is written as the dump had it.
+func bootstrapJSON(k Kind, c *Config) ([]byte, []string, error) {
+	bs, removed, err := Bootstrap(k, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := c.res
+	if r == nil {
+		r = newResolver()
+	}
+	js, err := protojson.MarshalOptions{Resolver: r}.Marshal(bs)
+	if err == nil {
+		js, err = r.expand(js)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode bootstrap: %w", err)
+	}
+	return js, removed, nil
 }
 
 // Bootstrap is c as static resources for `envoy --mode validate`: the
@@ -276,16 +289,14 @@ func grpcStandIn(name string) *clusterv3.Cluster {
 
 // isIstioType tells a typed config upstream Envoy does not have: Istio's
 // own (istio.*, io.istio.*, stats.PluginConfig, Istio's TypedStruct
-// wrappers) and any this build could not read.
+// wrappers) and any other this build does not link, unless it is one of
+// Envoy's own (envoy.*), which Envoy loads from the JSON the dump had.
 func isIstioType(url string, opaque []string) bool {
 	name := url[strings.LastIndexByte(url, '/')+1:]
-	if slices.Contains(opaque, name) {
-		return true
-	}
 	for _, p := range []string{"istio.", "io.istio.", "stats.", "envoy.tcp.metadataexchange.", "envoy.extensions.filters.http.istio_stats", "udpa.type.v1.TypedStruct", "xds.type.v3.TypedStruct"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}
-	return false
+	return slices.Contains(opaque, name) && !strings.HasPrefix(name, "envoy.")
 }
