@@ -295,52 +295,21 @@ func (r *resolver) unmarshal(b []byte, m proto.Message) (dropped string, err err
 // link replaced by its stand-in: the "@type" and, in the stand-in's one
 // field, the rest of the object as JSON text.
 func (r *resolver) wrap(b []byte) ([]byte, error) {
-	v, err := decodeJSON(b)
-	if err != nil {
-		return nil, err
-	}
-	var walk func(v any) (any, error)
-	walk = func(v any) (any, error) {
-		switch t := v.(type) {
-		case map[string]any:
-			if ty, ok := t["@type"].(string); ok {
-				name := ty[strings.LastIndexByte(ty, '/')+1:]
-				_, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name))
-				if err != nil && protoreflect.FullName(name).IsValid() {
-					if _, err := r.stand(name); err != nil {
-						return nil, err
-					}
-					delete(t, "@type")
-					raw, err := encodeJSON(t)
-					if err != nil {
-						return nil, err
-					}
-					return map[string]any{"@type": ty, opaqueField: string(raw)}, nil
-				}
-			}
-			for k, e := range t {
-				w, err := walk(e)
-				if err != nil {
-					return nil, err
-				}
-				t[k] = w
-			}
-		case []any:
-			for i, e := range t {
-				w, err := walk(e)
-				if err != nil {
-					return nil, err
-				}
-				t[i] = w
-			}
+	return rewriteTyped(b, func(ty string, t map[string]any) (any, error) {
+		name := ty[strings.LastIndexByte(ty, '/')+1:]
+		if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name)); err == nil || !protoreflect.FullName(name).IsValid() {
+			return nil, nil
 		}
-		return v, nil
-	}
-	w, err := walk(v)
-	if err != nil {
-		return nil, err
-	}
-	return encodeJSON(w)
+		if _, err := r.stand(name); err != nil {
+			return nil, err
+		}
+		delete(t, "@type")
+		raw, err := encodeJSON(t)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"@type": ty, opaqueField: string(raw)}, nil
+	})
 }
 
 // expand is protojson's output b with every stand-in given back the
@@ -350,6 +319,29 @@ func (r *resolver) expand(b []byte) ([]byte, error) {
 	if r == nil || len(r.opaque) == 0 {
 		return b, nil
 	}
+	return rewriteTyped(b, func(ty string, t map[string]any) (any, error) {
+		if _, stand := r.opaque[ty[strings.LastIndexByte(ty, '/')+1:]]; !stand {
+			return nil, nil
+		}
+		out := map[string]any{}
+		if raw, ok := t[opaqueField].(string); ok {
+			o, err := decodeJSON([]byte(raw))
+			if err != nil {
+				return nil, err
+			}
+			if out, ok = o.(map[string]any); !ok {
+				return nil, fmt.Errorf("the kept JSON of a %s is not an object", ty)
+			}
+		}
+		out["@type"] = ty
+		return out, nil
+	})
+}
+
+// rewriteTyped is the JSON b with every object that has an "@type"
+// replaced by what f returns for it; where f returns nil the object stays,
+// and its fields are rewritten in turn.
+func rewriteTyped(b []byte, f func(ty string, obj map[string]any) (any, error)) ([]byte, error) {
 	v, err := decodeJSON(b)
 	if err != nil {
 		return nil, err
@@ -359,19 +351,9 @@ func (r *resolver) expand(b []byte) ([]byte, error) {
 		switch t := v.(type) {
 		case map[string]any:
 			if ty, ok := t["@type"].(string); ok {
-				if _, stand := r.opaque[ty[strings.LastIndexByte(ty, '/')+1:]]; stand {
-					out := map[string]any{}
-					if raw, ok := t[opaqueField].(string); ok {
-						o, err := decodeJSON([]byte(raw))
-						if err != nil {
-							return nil, err
-						}
-						if out, ok = o.(map[string]any); !ok {
-							return nil, fmt.Errorf("the kept JSON of a %s is not an object", ty)
-						}
-					}
-					out["@type"] = ty
-					return out, nil
+				out, err := f(ty, t)
+				if err != nil || out != nil {
+					return out, err
 				}
 			}
 			for k, e := range t {
