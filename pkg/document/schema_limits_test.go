@@ -49,6 +49,21 @@ func validate(src []byte) (ok bool, problems string) {
 	return true, ""
 }
 
+// verdicts are what validation and the schema say of doc.
+func verdicts(t *testing.T, schema *jsonschema.Schema, doc *yaml.Node) (ok bool, problems string, schemaErr error) {
+	t.Helper()
+	src, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, problems = validate(src)
+	var tree any
+	if err := yaml.Unmarshal(src, &tree); err != nil {
+		t.Fatal(err)
+	}
+	return ok, problems, schema.Validate(jsonValue(t, tree))
+}
+
 // limitsCase is one value put into the full example.
 type limitsCase struct {
 	path  string // item name, then keys ("tracing.zipkin.port")
@@ -205,16 +220,7 @@ func TestSchemaAndValidateAgreeOnLimits(t *testing.T) {
 	// and after the fact.
 	check := func(t *testing.T, doc *yaml.Node, path string, valid bool) {
 		t.Helper()
-		src, err := yaml.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok, problems := validate(src)
-		var tree any
-		if err := yaml.Unmarshal(src, &tree); err != nil {
-			t.Fatal(err)
-		}
-		schemaErr := schema.Validate(jsonValue(t, tree))
+		ok, problems, schemaErr := verdicts(t, schema, doc)
 		// setPath sets a list's first element.
 		// setPath sets a list's first element and a map's first value.
 		at := regexp.MustCompile(strings.NewReplacer(`\[\]`, `\[0\]`, `\*`, `[^.]+`).Replace(regexp.QuoteMeta(path)))

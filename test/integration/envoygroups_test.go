@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 	"github.com/globalconfig/globalconfig/test/harness"
@@ -19,10 +18,6 @@ import (
 func TestAdmissionWebhookEnvoyGroups(t *testing.T) {
 	f := setup(t)
 	real, err := harness.EnvoyBinary(f.ctx, harness.EnvEnvoy, harness.EnvEnvoyVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,18 +36,7 @@ headers:
 	}
 	together := fmt.Sprintf(items, "selector: {app: storefront}", "namespace: default")
 
-	createWebhookConfig(f, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))
-	f.put("gzip: {}\n")
-	ctl := f.start("controller", fmt.Sprintf("--webhook-addr=127.0.0.1:%d", port), "--webhook-hosts=127.0.0.1", "--envoy="+real.Path)
-	if !harness.Eventually(f.ctx, 30*time.Second, func() bool { return ctl.Ready(f.ctx) }) {
-		t.Fatal("controller with webhook never ready")
-	}
-	if !harness.Eventually(f.ctx, 30*time.Second, func() bool {
-		_, err := applyManifest(f, cmName, "gizp: {}\n")
-		return err != nil
-	}) {
-		t.Fatal("the webhook never refused a bad document")
-	}
+	ctl := startEnvoyWebhook(t, f, "gzip: {}\n", real.Path)
 	accepted := func() float64 {
 		return f.metrics(ctl)[`globalconfig_webhook_envoy_checks_total{result="`+webhook.EnvoyAccepted+`"}`]
 	}

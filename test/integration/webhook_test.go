@@ -27,6 +27,30 @@ import (
 // createWebhookConfig registers the webhook at url the way deploy/ does
 // (objectSelector, failurePolicy Ignore), without a caBundle: the
 // controller fills it in.
+// startEnvoyWebhook puts doc in the global ConfigMap and starts the
+// controller serving the API server's admission webhook with `--envoy
+// envoy`, once it refuses a bad document.
+func startEnvoyWebhook(t *testing.T, f *fixture, doc, envoy string) *harness.Controller {
+	t.Helper()
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	createWebhookConfig(f, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))
+	f.put(doc)
+	ctl := f.start("controller", fmt.Sprintf("--webhook-addr=127.0.0.1:%d", port), "--webhook-hosts=127.0.0.1", "--envoy="+envoy)
+	if !harness.Eventually(f.ctx, 30*time.Second, func() bool { return ctl.Ready(f.ctx) }) {
+		t.Fatal("controller with webhook never ready")
+	}
+	if !harness.Eventually(f.ctx, 30*time.Second, func() bool {
+		_, err := applyManifest(f, cmName, "gizp: {}\n")
+		return err != nil
+	}) {
+		t.Fatal("the webhook never refused a bad document")
+	}
+	return ctl
+}
+
 func createWebhookConfig(f *fixture, url string) {
 	f.t.Helper()
 	if err := cluster.CreateWebhookConfig(f.ctx, url, ns, cmName); err != nil {
@@ -276,26 +300,10 @@ func TestAdmissionWebhookEnvoy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	loaded := strings.Replace(docV1, "brotli: {}\n", "", 1)
 	refused := docV1 // brotli
 	changed := strings.Replace(loaded, "gzip: {}", "gzip: {chunkSize: 8192}", 1)
-	createWebhookConfig(f, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))
-	f.put(loaded)
-	ctl := f.start("controller", fmt.Sprintf("--webhook-addr=127.0.0.1:%d", port), "--webhook-hosts=127.0.0.1",
-		"--envoy="+withoutBrotli(t, real.Path))
-	if !harness.Eventually(f.ctx, 30*time.Second, func() bool { return ctl.Ready(f.ctx) }) {
-		t.Fatal("controller with webhook never ready")
-	}
-	if !harness.Eventually(f.ctx, 30*time.Second, func() bool {
-		_, err := applyManifest(f, cmName, "gizp: {}\n")
-		return err != nil
-	}) {
-		t.Fatal("the webhook never refused a bad document")
-	}
+	ctl := startEnvoyWebhook(t, f, loaded, withoutBrotli(t, real.Path))
 	if out, err := applyManifest(f, cmName, loaded); err != nil {
 		t.Fatalf("a document Envoy loads was refused: %v\n%s", err, out)
 	}
