@@ -97,9 +97,21 @@ func (p Patch) place(at Position) Patch {
 	return p
 }
 
+// Any puts m in an Any, marshaled deterministically: the same config
+// always gives the same bytes, so two releases' equal patches compare
+// equal (proto.Equal compares an Any's bytes, and a map inside m, such as
+// a JSON log format's Struct, marshals in random order otherwise).
+func Any(m proto.Message) (*anypb.Any, error) {
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 // pack puts cfg, the configuration of what is named name, in an Any.
 func pack(name string, cfg proto.Message) (*anypb.Any, error) {
-	typed, err := anypb.New(cfg)
+	typed, err := Any(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pack %s: %w", name, err)
 	}
@@ -168,7 +180,7 @@ func MergeCluster(name string, c *clusterv3.Cluster) Patch {
 // replaces a cluster's typed options whole: other items' protocol options
 // for that cluster are replaced too.
 func GRPCCluster(name string) (Patch, error) {
-	opts, err := anypb.New(&httpv3.HttpProtocolOptions{
+	opts, err := Any(&httpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
 			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{

@@ -155,7 +155,7 @@ func NewVersionedObject(item string, at Placement, t Target, build func(Release)
 		}
 		// The same patches as the last release's are that release's
 		// variant: checked once.
-		if len(variants) > 0 && slices.EqualFunc(patches, lastPatches, Patch.equal) {
+		if len(variants) > 0 && SamePatches(patches, lastPatches) {
 			continue
 		}
 		lastPatches = patches
@@ -243,10 +243,15 @@ func configPatches(at Placement, t Target, patches []Patch) ([]*networking.Envoy
 	return out, errs.Err()
 }
 
+// SamePatches reports whether a and b are the same patches, in order.
+func SamePatches(a, b []Patch) bool { return slices.EqualFunc(a, b, Patch.equal) }
+
 // equal reports whether p and q are the same patch.
+// The same messages (a build that returns what it returned for the last
+// release) are equal without a walk.
 func (p Patch) equal(q Patch) bool {
 	return p.ApplyTo == q.ApplyTo && p.Operation == q.Operation && p.atStage == q.atStage &&
-		proto.Equal(p.Match, q.Match) && proto.Equal(p.Value, q.Value)
+		(p.Match == q.Match || proto.Equal(p.Match, q.Match)) && (p.Value == q.Value || proto.Equal(p.Value, q.Value))
 }
 
 func equalPatches(a, b []*networking.EnvoyFilter_EnvoyConfigObjectPatch) bool {

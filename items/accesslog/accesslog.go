@@ -12,7 +12,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -123,7 +122,7 @@ func (a *AccessLog) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error)
 			Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: items.JSONStruct(a.JSON)},
 		}}
 	}
-	typed, err := anypb.New(file)
+	typed, err := envoyfilter.Any(file)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	customheaderv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/custom_header/v3"
 	xffv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/xff/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -164,7 +163,7 @@ func (c *ClientIP) Build() ([]envoyfilter.Patch, error) {
 }
 
 func extension(name string, cfg proto.Message) (*corev3.TypedExtensionConfig, error) {
-	typed, err := anypb.New(cfg)
+	typed, err := envoyfilter.Any(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pack %s: %w", name, err)
 	}

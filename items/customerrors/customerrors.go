@@ -22,7 +22,6 @@ import (
 	localresponsev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/custom_response/local_response_policy/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"golang.org/x/net/http/httpguts"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/envoyformat"
@@ -372,7 +371,7 @@ func customResponse(pages []Page) (envoyfilter.Patch, error) {
 		}
 		// The policy ignores the format's content_type: the header is set
 		// on the reply instead.
-		action, err := anypb.New(&localresponsev3.LocalResponsePolicy{
+		action, err := envoyfilter.Any(&localresponsev3.LocalResponsePolicy{
 			BodyFormat:           e.format(),
 			StatusCode:           items.OptionalUInt32(e.RewriteStatus),
 			ResponseHeadersToAdd: []*corev3.HeaderValueOption{envoyfilter.SetHeader("content-type", e.contentType())},
@@ -399,7 +398,7 @@ func customResponse(pages []Page) (envoyfilter.Patch, error) {
 
 // statusPredicate matches a response whose status is one of statuses.
 func statusPredicate(statuses []uint32) (*xdsmatcherv3.Matcher_MatcherList_Predicate, error) {
-	input, err := anypb.New(&matcherv3.HttpResponseStatusCodeMatchInput{})
+	input, err := envoyfilter.Any(&matcherv3.HttpResponseStatusCodeMatchInput{})
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,6 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -342,7 +341,7 @@ func (t *TLS) Build() ([]envoyfilter.Patch, error) {
 			params.TlsMaximumProtocolVersion = t.MaxVersion.proto()
 		}
 		for _, port := range t.Ports {
-			typed, err := anypb.New(&tlsv3.DownstreamTlsContext{
+			typed, err := envoyfilter.Any(&tlsv3.DownstreamTlsContext{
 				CommonTlsContext: &tlsv3.CommonTlsContext{TlsParams: params},
 			})
 			if err != nil {

@@ -18,7 +18,6 @@ import (
 	tagsv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -363,7 +362,7 @@ func (t *Tracing) provider(envoy envoyfilter.Version) (*tracev3.Tracing_Http, st
 	default:
 		return nil, "", false, fmt.Errorf("no tracing backend configured")
 	}
-	typed, err := anypb.New(cfg)
+	typed, err := envoyfilter.Any(cfg)
 	if err != nil {
 		return nil, "", false, fmt.Errorf("pack %s config: %w", name, err)
 	}

@@ -71,7 +71,7 @@ func (u *Upstream) Build() ([]envoyfilter.Patch, error) {
 		// Istio merges a cluster patch's typed_extension_protocol_options
 		// entry by replacing it whole, so these options must say how to
 		// speak upstream too: the protocol the client used.
-		opts, err := anypb.New(&httpv3.HttpProtocolOptions{
+		opts, err := envoyfilter.Any(&httpv3.HttpProtocolOptions{
 			CommonHttpProtocolOptions: common,
 			UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{
 				UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{

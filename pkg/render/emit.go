@@ -27,9 +27,13 @@ func newEmitted(it items.Item) *emitted {
 
 // check returns a problem for every value of patches the proxies of
 // release r refuse, at the key of the item it came from where one can be
-// named (else at the item's section).
-func (e *emitted) check(patches []envoyfilter.Patch, r envoyfilter.Release) error {
-	if e.last == nil || !samePatches(e.last, patches) {
+// named (else at the item's section), and the patches to use: the last
+// release's when they are equal, so that the caller's comparison of the
+// two releases finds the same messages and walks nothing again.
+func (e *emitted) check(patches []envoyfilter.Patch, r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+	if e.last != nil && envoyfilter.SamePatches(e.last, patches) {
+		patches = e.last
+	} else {
 		msgs := make([]proto.Message, 0, len(patches))
 		for _, p := range patches {
 			msgs = append(msgs, p.Value)
@@ -39,27 +43,13 @@ func (e *emitted) check(patches []envoyfilter.Patch, r envoyfilter.Release) erro
 	}
 	refusals := e.checker.Check(e.values, r.Envoy)
 	if len(refusals) == 0 {
-		return nil
+		return patches, nil
 	}
 	var p items.Problems
 	for _, rf := range refusals {
 		p.Addf(e.origin(rf.Value), "%s", rf.Msg)
 	}
-	return p.Err()
-}
-
-// samePatches reports whether two releases got the same patches: the same
-// values (a fixed item returns the same slice), or equal ones.
-func samePatches(a, b []envoyfilter.Patch) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Value != b[i].Value && !proto.Equal(a[i].Value, b[i].Value) {
-			return false
-		}
-	}
-	return true
+	return patches, p.Err()
 }
 
 // origin is the path, within the item's section, of the key an emitted

@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
@@ -95,22 +97,29 @@ func (m *Renderer) Build(doc *document.Document) Result {
 	var errs fielderr.List
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var todo []document.Section
 	for _, s := range doc.Sections {
 		if h, ok := s.Item.(items.SecretHolder); ok {
 			res.Secrets = append(res.Secrets, h.Secrets()...)
 		}
 		key, enabled := res.Keys[s.Name]
+		if b, ok := m.built[s.Name]; enabled && (!ok || b.key != key) {
+			todo = append(todo, s)
+		}
+	}
+	done := buildAll(todo)
+	for _, s := range doc.Sections {
+		key, enabled := res.Keys[s.Name]
 		if !enabled {
 			continue
 		}
-		b, ok := m.built[s.Name]
-		if !ok || b.key != key {
-			obj, err := build(s)
-			if err != nil {
-				errs.Add(s.Name, err)
+		b := m.built[s.Name]
+		if r, ok := done[s.Name]; ok {
+			if r.err != nil {
+				errs.Add(s.Name, r.err)
 				continue
 			}
-			b = built{key: key, obj: obj}
+			b = built{key: key, obj: r.obj}
 			m.built[s.Name] = b
 			res.Rebuilt = append(res.Rebuilt, s.Name)
 		}
@@ -127,6 +136,43 @@ func (m *Renderer) Build(doc *document.Document) Result {
 		res.Objects, res.Problems = nil, fielderr.Flatten(errs.Err())
 	}
 	return res
+}
+
+// outcome is what build returned for one item.
+type outcome struct {
+	obj *envoyfilter.Object
+	err error
+}
+
+// buildAll builds secs, by item name, on as many goroutines as the process
+// has processors: items build independently of each other, and everything
+// they share (the checks' memos) is safe for concurrent use.
+func buildAll(secs []document.Section) map[string]outcome {
+	out := make(map[string]outcome, len(secs))
+	workers := min(runtime.GOMAXPROCS(0), len(secs))
+	if workers <= 1 {
+		for _, s := range secs {
+			obj, err := build(s)
+			out[s.Name] = outcome{obj, err}
+		}
+		return out
+	}
+	results := make([]outcome, len(secs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(secs); i = int(next.Add(1)) - 1 {
+				obj, err := build(secs[i])
+				results[i] = outcome{obj, err}
+			}
+		})
+	}
+	wg.Wait()
+	for i, s := range secs {
+		out[s.Name] = results[i]
+	}
+	return out
 }
 
 // build runs one item and checks its EnvoyFilter. An item whose section
@@ -159,14 +205,14 @@ func build(s document.Section) (*envoyfilter.Object, error) {
 		}
 		if !versioned {
 			empty = false
-			return fixed, emit.check(fixed, r)
+			return emit.check(fixed, r)
 		}
 		patches, err := v.BuildFor(r)
 		empty = empty && err == nil && len(patches) == 0
-		if err == nil {
-			err = emit.check(patches, r)
+		if err != nil {
+			return nil, err
 		}
-		return patches, err
+		return emit.check(patches, r)
 	})
 	if empty && versioned {
 		return nil, nil

@@ -12,7 +12,6 @@ import (
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -85,7 +84,7 @@ var Need = items.Need{Setting: "contentType", Field: "content_type_matcher", Env
 // position. Only responses are compressed: the request direction is left
 // unset, which Envoy treats as off.
 func Patch(name string, r Response, lib proto.Message, envoy envoyfilter.Version) (envoyfilter.Patch, error) {
-	typedLib, err := anypb.New(lib)
+	typedLib, err := envoyfilter.Any(lib)
 	if err != nil {
 		return envoyfilter.Patch{}, fmt.Errorf("pack %s library: %w", name, err)
 	}
