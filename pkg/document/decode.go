@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -21,6 +22,9 @@ import (
 type decoder struct {
 	errs  []*fielderr.Error
 	lines map[string]int
+	// lists holds the list nodes by path: an element's line is read
+	// from its list's node when asked for (lineOf), not stored per path.
+	lists map[string]*yaml.Node
 	// failed holds the paths that did not decode; they keep their
 	// defaults, and validation problems at them would only repeat.
 	failed map[string]bool
@@ -39,7 +43,7 @@ type decoder struct {
 }
 
 func newDecoder() *decoder {
-	return &decoder{lines: make(map[string]int, 64), failed: map[string]bool{}, decoded: make(map[string]cachedSection, 32)}
+	return &decoder{lines: make(map[string]int, 64), lists: map[string]*yaml.Node{}, failed: map[string]bool{}, decoded: make(map[string]cachedSection, 32)}
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
@@ -63,8 +67,27 @@ func (d *decoder) lineOf(path string) int {
 		if l, ok := d.lines[p]; ok {
 			return l
 		}
+		if list, i, ok := elementOf(p); ok {
+			if n := d.lists[list]; n != nil && i < len(n.Content) {
+				return n.Content[i].Line
+			}
+		}
 	}
 	return 0
+}
+
+// elementOf splits the path of a list element, "a.b[3]", into the list's
+// path and the index.
+func elementOf(p string) (list string, i int, ok bool) {
+	if !strings.HasSuffix(p, "]") {
+		return "", 0, false
+	}
+	open := strings.LastIndexByte(p, '[')
+	if open <= 0 {
+		return "", 0, false
+	}
+	i, err := strconv.Atoi(p[open+1 : len(p)-1])
+	return p[:open], i, err == nil && i >= 0
 }
 
 func parentPath(p string) string {
@@ -221,10 +244,9 @@ func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
 	}
 	// A given list replaces the default one.
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	d.lists[path] = n
 	for i, c := range n.Content {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		d.lines[p] = c.Line
-		d.decode(c, out.Index(i), p)
+		d.decode(c, out.Index(i), path+"["+strconv.Itoa(i)+"]")
 	}
 	v.Set(out)
 }

@@ -554,3 +554,26 @@ func TestWhatEnvoyRefusesIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A problem a rule finds in a list element, after decoding, is at the
+// element's own line, however the list is written.
+func TestListElementProblemLines(t *testing.T) {
+	src := "gzip:\n  contentType:\n  - text/html\n\n  - text/*\n  minContentLength: 10\nbrotli:\n  contentType: [text/html,\n    text/*]\n"
+	_, err := document.Parse([]byte(src))
+	var de *document.Error
+	if !errors.As(err, &de) {
+		t.Fatalf("got %v, want problems", err)
+	}
+	want := map[string]int{"gzip.contentType[1]": 5, "brotli.contentType[1]": 9}
+	for _, p := range de.Problems {
+		if line, ok := want[p.Path]; ok {
+			if p.Line != line {
+				t.Errorf("%s at line %d, want %d", p.Path, p.Line, line)
+			}
+			delete(want, p.Path)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no problem at %v: %v", want, de.Problems)
+	}
+}

@@ -51,7 +51,7 @@ func (c *converter) section(theirs, ours string) *section {
 // not empty, says what the converted key means.
 func (s *section) set(theirKey, ourKey string, value *yaml.Node, detail string) {
 	theirs, ours := join(s.theirs, theirKey), join(s.ours, ourKey)
-	shown := out.Shown(value)
+	shown := out.ShownList(value, maxShown)
 	key := str(ourKey)
 	if s.c.present[theirs] {
 		s.c.report.addValue(theirs, shown, Converted, "→ "+ours+suffix(detail))
@@ -221,7 +221,7 @@ func (c *converter) gzip() *yaml.Node {
 	if len(never) > 0 {
 		differences = append(differences, "not carried: "+strings.Join(never, ", ")+"; no response ever matched it at Higress's gateway")
 	}
-	shownTypes := out.Cut(out.Shown(list(given)), maxShown)
+	shownTypes := out.ShownList(list(given), maxShown)
 	if len(types) == 0 {
 		c.report.add("gzip", Difference, "not written: none of its content types is one Envoy can match, so Higress's gateway compressed nothing")
 		c.report.addValue("gzip.contentType", shownTypes, Difference, "none of the entries is a type Envoy can match, so gzip is not written: "+strings.Join(differences, "; "))
@@ -244,7 +244,7 @@ func (c *converter) gzip() *yaml.Node {
 	s.set("contentType", "contentType", list(types), "")
 	if len(differences) > 0 {
 		// Replaces the line set gave it: a key is listed once.
-		c.report.addValue("gzip.contentType", shownTypes, Difference, "→ gzip.contentType: "+out.Shown(list(types))+"; "+strings.Join(differences, "; "))
+		c.report.addValue("gzip.contentType", shownTypes, Difference, "→ gzip.contentType: "+out.ShownList(list(types), maxShown)+"; "+strings.Join(differences, "; "))
 	}
 	s.set("disableOnEtagHeader", "disableOnEtagHeader", boolean(g.DisableOnEtagHeader), "")
 	s.set("memoryLevel", "memoryLevel", integer(g.MemoryLevel), "")

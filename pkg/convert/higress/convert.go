@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -124,13 +125,22 @@ func Decode(src string) (cfg *Config, present map[string]bool, unknown []string,
 
 // decode is Decode, with every key the document holds.
 func decode(src string) (*Config, *docKeys, error) {
+	// The keys are read on another goroutine: two independent parses of
+	// a document up to 1 MiB.
+	var (
+		keys    *docKeys
+		keysErr error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() { keys, keysErr = readKeys(src) })
+	defer wg.Wait()
 	cfg := defaults()
 	if err := sigsyaml.Unmarshal([]byte(src), cfg); err != nil {
 		return nil, nil, fmt.Errorf("Higress would reject the document: %s", strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
 	}
-	keys, err := readKeys(src)
-	if err != nil {
-		return nil, nil, err
+	wg.Wait()
+	if keysErr != nil {
+		return nil, nil, keysErr
 	}
 	// A section written as null is a section Higress resets to its
 	// defaults.
@@ -419,13 +429,14 @@ func Convert(in Input, opts Options) (*Result, error) {
 		c.report.add("higress", Converted, "the document was read from under its higress: key, where Higress's Helm values hold it")
 	}
 	c.report.oneLinePerKey()
-	b, err := out.Document(doc)
+	var manifest []byte
+	var manifestErr error
+	b, err := out.Document(doc, func(b []byte) { manifest, manifestErr = Manifest(b, opts.ConfigMap) })
 	if err != nil {
 		return nil, out.Bound(higressPaths(err))
 	}
-	manifest, err := Manifest(b, opts.ConfigMap)
-	if err != nil {
-		return nil, err
+	if manifestErr != nil {
+		return nil, manifestErr
 	}
 	return &Result{Document: b, Manifest: manifest, Report: c.report}, nil
 }

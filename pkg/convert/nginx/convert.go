@@ -65,13 +65,16 @@ func Convert(in Input, opts Options) (*Result, error) {
 	target := out.Mapping(out.Pair("context", out.Str("GATEWAY")), out.Pair("selector", sel))
 	c.root.Content = append([]*yaml.Node{out.Str("target"), target}, c.sorted()...)
 	c.root.Content[0].HeadComment = fmt.Sprintf("Converted from ingress-nginx's ConfigMap %s/%s: the gateway that takes over from the controller.", in.Namespace, in.Name)
-	doc, err := out.Document(c.root)
+	var manifest []byte
+	var manifestErr error
+	doc, err := out.Document(c.root, func(doc []byte) {
+		manifest, manifestErr = out.Manifest(doc, opts.ConfigMap, "Converted from ingress-nginx's global ConfigMap by `globalconfig convert --from ingress-nginx`.")
+	})
 	if err != nil {
 		return nil, err
 	}
-	manifest, err := out.Manifest(doc, opts.ConfigMap, "Converted from ingress-nginx's global ConfigMap by `globalconfig convert --from ingress-nginx`.")
-	if err != nil {
-		return nil, err
+	if manifestErr != nil {
+		return nil, manifestErr
 	}
 	return &Result{Document: doc, Manifest: manifest, Report: c.report}, nil
 }

@@ -68,9 +68,15 @@ func Cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	return cutAt(s, n, len(s))
+}
+
+// cutAt is Cut of a string of total bytes whose first bytes, more than n
+// of them, are s.
+func cutAt(s string, n, total int) string {
 	i := n
 	for i > 0 && !utf8.RuneStart(s[i]) {
 		i--
 	}
-	return fmt.Sprintf("%s… (%d bytes more)", s[:i], len(s)-i)
+	return fmt.Sprintf("%s… (%d bytes more)", s[:i], total-i)
 }

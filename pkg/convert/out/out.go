@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -76,6 +77,40 @@ func Shown(n *yaml.Node) string {
 	return "[" + strings.Join(vs, ", ") + "]"
 }
 
+// ShownList is Shown for a report line that echoes a list: cut as Cut
+// cuts it to max bytes, without joining more of a long list than it
+// shows. A scalar is shown whole.
+func ShownList(n *yaml.Node, max int) string {
+	if n.Kind != yaml.SequenceNode {
+		return n.Value
+	}
+	total := len("[]")
+	for i, c := range n.Content {
+		if i > 0 {
+			total += len(", ")
+		}
+		total += len(c.Value)
+	}
+	if total <= max {
+		return Shown(n)
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, c := range n.Content {
+		if b.Len() > max {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.Value)
+	}
+	if b.Len() == total-1 {
+		b.WriteByte(']')
+	}
+	return cutAt(b.String(), max, total)
+}
+
 // Encode writes a document node as YAML, two spaces an indent level.
 func Encode(n *yaml.Node) ([]byte, error) {
 	var b bytes.Buffer
@@ -89,11 +124,18 @@ func Encode(n *yaml.Node) ([]byte, error) {
 
 // Document encodes a converted document and checks that globalconfig
 // accepts it: anything else is a bug in the converter, not in the user's
-// file.
-func Document(root *yaml.Node) ([]byte, error) {
+// file. alongside, when not nil, is called with the encoded document
+// while the check runs (a converter wraps it in its ConfigMap then), and
+// has returned when Document does.
+func Document(root *yaml.Node, alongside func(doc []byte)) ([]byte, error) {
 	b, err := Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}})
 	if err != nil {
 		return nil, fmt.Errorf("encode document: %w", err)
+	}
+	if alongside != nil {
+		var wg sync.WaitGroup
+		wg.Go(func() { alongside(b) })
+		defer wg.Wait()
 	}
 	if _, err := document.Parse(b); err != nil {
 		// A value the converter's own checks let through: name each key
