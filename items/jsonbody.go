@@ -178,7 +178,8 @@ func eachString(at string, obj map[string]JSONValue, f func(path, s string)) {
 
 // CheckJSON records a problem at every string of the JSON object obj (at
 // at, "json") that is no format string Envoy takes, with its own path
-// ("json.error.code"): the one format rule of TextFormat.
+// ("json.error.code"): the one format rule of TextFormat; and at every
+// object, nested ones included, with an empty key, which names no field.
 func CheckJSON(p *Problems, at string, obj map[string]JSONValue) {
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		if obj[k].Kind == "" {
@@ -186,6 +187,25 @@ func CheckJSON(p *Problems, at string, obj map[string]JSONValue) {
 			p.Addf(fielderr.Key(at, k), "%s", errNull)
 		}
 	}
+	var keys func(path string, obj map[string]JSONValue)
+	keys = func(path string, obj map[string]JSONValue) {
+		if _, ok := obj[""]; ok {
+			p.Addf(path, "has an empty key; every JSON field needs a name")
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			switch v := obj[k]; v.Kind {
+			case "object":
+				keys(fielderr.Key(path, k), v.Object)
+			case "list":
+				for i, e := range v.List {
+					if e.Kind == "object" {
+						keys(fmt.Sprintf("%s[%d]", fielderr.Key(path, k), i), e.Object)
+					}
+				}
+			}
+		}
+	}
+	keys(at, obj)
 	eachString(at, obj, func(path, s string) {
 		envoyformat.CheckIn(p, path, s, envoyformat.Text)
 	})
