@@ -177,6 +177,22 @@ func (p *Parser) parse(data []byte, lineOffset int) (*Document, error) {
 			return nil, &Error{Problems: []*fielderr.Error{syntaxError(err, lineOffset)}}
 		}
 	}
+	return p.decodeRoot(root, hashes, lineOffset)
+}
+
+// ParseTree decodes and validates a document given as its YAML tree (a
+// mapping node), as Parse does its text: what a converter builds is
+// checked as it stands, without encoding and parsing it again. Problems
+// have no lines.
+func ParseTree(root *yaml.Node) (*Document, error) {
+	p := NewParser()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.decodeRoot(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}, nil, 0)
+}
+
+// decodeRoot decodes the document node root; p.mu is held.
+func (p *Parser) decodeRoot(root *yaml.Node, hashes map[*yaml.Node]uint64, lineOffset int) (*Document, error) {
 	d := newDecoder()
 	d.fleet = p.fleet
 	d.facts = p.facts

@@ -124,20 +124,31 @@ func Encode(n *yaml.Node) ([]byte, error) {
 
 // Document encodes a converted document and checks that globalconfig
 // accepts it: anything else is a bug in the converter, not in the user's
-// file. alongside, when not nil, is called with the encoded document
-// while the check runs (a converter wraps it in its ConfigMap then), and
-// has returned when Document does.
+// file. The check reads the tree the converter built (document.ParseTree)
+// while it is encoded; the fuzz tests hold the encoded text to the same
+// check. alongside, when not nil, is called with the encoded document (a
+// converter wraps it in its ConfigMap then), and has returned when
+// Document does.
 func Document(root *yaml.Node, alongside func(doc []byte)) ([]byte, error) {
-	b, err := Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}})
+	var (
+		b      []byte
+		encErr error
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		if b, encErr = Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}); encErr == nil && alongside != nil {
+			alongside(b)
+		}
+	})
+	_, err := document.ParseTree(root)
+	wg.Wait()
+	if encErr != nil {
+		return nil, fmt.Errorf("encode document: %w", encErr)
+	}
+	if err == nil && len(b) > document.MaxSize {
+		_, err = document.Parse(b) // refused for its size, before parsing
+	}
 	if err != nil {
-		return nil, fmt.Errorf("encode document: %w", err)
-	}
-	if alongside != nil {
-		var wg sync.WaitGroup
-		wg.Go(func() { alongside(b) })
-		defer wg.Wait()
-	}
-	if _, err := document.Parse(b); err != nil {
 		// A value the converter's own checks let through: name each key
 		// of the converted document and why, never the document itself.
 		var derr *document.Error
@@ -179,7 +190,59 @@ func Manifest(doc []byte, configMap, comment string) ([]byte, error) {
 		)),
 	)
 	root.HeadComment = comment
-	return Encode(root)
+	if !fastManifest || !plainLiteral(doc) {
+		return Encode(root)
+	}
+	// The document is the last value: encoded with a one-line stand-in,
+	// its lines then go where the stand-in's went, indented as the
+	// encoder indents a literal block. The encoder writes a document of
+	// up to 1 MiB byte by byte, and keeps every event of it.
+	data := root.Content[len(root.Content)-1]
+	data.Content[1].Value = "x\n"
+	b, err := Encode(root)
+	if err != nil {
+		return nil, err
+	}
+	head, ok := bytes.CutSuffix(b, []byte("x\n"))
+	indent := head[bytes.LastIndexByte(head[:len(head)-1], '\n')+1:]
+	if !ok || !bytes.HasSuffix(head, []byte(": |\n"+string(indent))) || len(bytes.Trim(indent, " ")) != 0 {
+		data.Content[1].Value = string(doc)
+		return Encode(root)
+	}
+	out := bytes.NewBuffer(make([]byte, 0, len(head)+len(doc)+len(doc)/8))
+	out.Write(head[:len(head)-len(indent)])
+	for line := range bytes.Lines(doc) {
+		if len(line) > 1 {
+			out.Write(indent)
+		}
+		out.Write(line)
+	}
+	return out.Bytes(), nil
+}
+
+// fastManifest is false only in the test that holds Manifest's output to
+// the encoder's.
+var fastManifest = true
+
+// plainLiteral reports whether the encoder writes doc as a literal block
+// of its lines, each indented, with no indicator beyond "|": printable
+// ASCII lines without trailing spaces, the first not indented, ending in
+// one line break.
+func plainLiteral(doc []byte) bool {
+	if len(doc) == 0 || doc[0] == ' ' || doc[0] == '\n' || doc[len(doc)-1] != '\n' || bytes.HasSuffix(doc, []byte("\n\n")) {
+		return false
+	}
+	for i, c := range doc {
+		switch {
+		case c == '\n':
+			if i > 0 && doc[i-1] == ' ' {
+				return false
+			}
+		case c < 0x20 || c > 0x7e:
+			return false
+		}
+	}
+	return true
 }
 
 // Entry is one line of a report.
