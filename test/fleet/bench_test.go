@@ -671,7 +671,7 @@ func fleetReport(runs []*kubeRun, viaMCP []time.Duration, at10k int) string {
 		p("| %d | %.3f s | %.2f%% of a core | %.1f MiB | %.0f | %d bytes |\n", k.n, k.ctlCPUPerEdit, 100*k.ctlIdleCPU, k.ctlRSS, k.pollBytes, k.statusBytes)
 	}
 	p("| 10000 (the status only, built from a synthetic tracker answer) | | | | | %d bytes |\n\n", at10k)
-	p("What the rollout tracker reads from istiod per ConfigMap edit, from the edit until the status counts every gateway Synced: the sync status and store read just before delivery, the store read every 10 ms until it holds the set, the sync status read then, and the polls while a gateway is pending.\n\n| proxies | /debug/syncz | /debug/configz | /debug/adsz | bytes read per edit |\n|---|---|---|---|---|\n")
+	p("What the rollout tracker reads from istiod per ConfigMap edit, from the edit until the status counts every gateway Synced: the store read just before delivery (2 to 5 ms at 1,000 proxies, timed in the controller; the one read delivery waits for), the store read every 10 ms until it holds the set, the sync status read then, and the polls while a gateway is pending.\n\n| proxies | /debug/syncz | /debug/configz | /debug/adsz | bytes read per edit |\n|---|---|---|---|---|\n")
 	for _, k := range runs {
 		p("| %d | %.1f | %.1f | %.1f | %.0f KiB |\n", k.n, k.editReads["/debug/syncz"], k.editReads["/debug/configz"], k.editReads["/debug/adsz"], k.editBytes/1024)
 	}
