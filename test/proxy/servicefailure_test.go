@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "istio.io/api/networking/v1"
+	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/globalconfig/globalconfig/test/harness"
+)
+
+// Each item that sends to a service, at both Envoys, while that service
+// fails in one of three ways: no Service or ServiceEntry has its host (so
+// istiod builds no cluster), a ServiceEntry with no endpoints (a cluster
+// with no host in it), or an endpoint that refuses connections. What the
+// gateway does with the item's listener and with a request is what the
+// item's docs and warnings say.
+
+// A service failure mode, made for one host and port.
+type serviceFailure struct {
+	name string
+	// make puts host:port in that state.
+	make func(ctx context.Context, t *testing.T, host string, port uint32)
+}
+
+var serviceFailures = []serviceFailure{
+	{"missing", func(context.Context, *testing.T, string, uint32) {}},
+	{"no-endpoints", func(ctx context.Context, t *testing.T, host string, port uint32) {
+		serviceEntry(ctx, t, host, port, nil)
+	}},
+	{"refused", func(ctx context.Context, t *testing.T, host string, port uint32) {
+		serviceEntry(ctx, t, host, port, []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"p": uint32(closedPort(t))}}})
+	}},
+}
+
+// serviceEntry puts host:port in the mesh with endpoints (none: a cluster
+// with no host), until the test ends.
+func serviceEntry(ctx context.Context, t *testing.T, host string, port uint32, endpoints []*networkingv1.WorkloadEntry) {
+	t.Helper()
+	se := &clientnetworkingv1.ServiceEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: host, Namespace: ns},
+		Spec: networkingv1.ServiceEntry{
+			Hosts:      []string{host},
+			Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
+			Resolution: networkingv1.ServiceEntry_STATIC,
+			Ports:      []*networkingv1.ServicePort{{Number: port, Name: "p", Protocol: "GRPC"}},
+			Endpoints:  endpoints,
+		},
+	}
+	if _, err := cluster.Istio.NetworkingV1().ServiceEntries(ns).Create(ctx, se, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("service entry %s: %v", host, err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Istio.NetworkingV1().ServiceEntries(ns).Delete(context.Background(), host, metav1.DeleteOptions{})
+	})
+}
+
+// closedPort is a loopback port nothing listens on: connections to it are
+// refused.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+// serviceItem is one item, in one of its failure settings, sending to a
+// service.
+type serviceItem struct {
+	name string
+	port uint32
+	// doc is the item's document sending to host:port.
+	doc func(host string, port uint32) string
+}
+
+var serviceItems = []serviceItem{
+	{"globalratelimit-allow", rateLimitPort, func(h string, p uint32) string {
+		return fmt.Sprintf("globalRateLimit:\n  service: %s\n  port: %d\n  limits:\n    failing-%s:\n      requests: 1\n      unit: day\n", h, p, runID)
+	}},
+	{"globalratelimit-deny", rateLimitPort, func(h string, p uint32) string {
+		return fmt.Sprintf("globalRateLimit:\n  service: %s\n  port: %d\n  failureMode: deny\n  limits:\n    failing-%s:\n      requests: 1\n      unit: day\n", h, p, runID)
+	}},
+	{"extauth-deny", 4180, func(h string, p uint32) string {
+		return fmt.Sprintf("extAuth:\n  service: %s\n  port: %d\n", h, p)
+	}},
+	{"extauth-allow", 4180, func(h string, p uint32) string {
+		return fmt.Sprintf("extAuth:\n  service: %s\n  port: %d\n  failureMode: allow\n", h, p)
+	}},
+	{"extauth-grpc", 9000, func(h string, p uint32) string {
+		return fmt.Sprintf("extAuth:\n  service: %s\n  port: %d\n  protocol: grpc\n", h, p)
+	}},
+	{"tracing-zipkin", 9411, func(h string, p uint32) string {
+		return fmt.Sprintf("tracing:\n  enable: true\n  sampling: 100\n  zipkin:\n    service: %s\n    port: %d\n", h, p)
+	}},
+	{"tracing-opentelemetry", 4317, func(h string, p uint32) string {
+		return fmt.Sprintf("tracing:\n  enable: true\n  sampling: 100\n  opentelemetry:\n    service: %s\n    port: %d\n", h, p)
+	}},
+	{"tracing-opentelemetry-http", 4318, func(h string, p uint32) string {
+		return fmt.Sprintf("tracing:\n  enable: true\n  sampling: 100\n  opentelemetry:\n    service: %s\n    port: %d\n    protocol: http\n", h, p)
+	}},
+	{"tracing-skywalking", 11800, func(h string, p uint32) string {
+		return fmt.Sprintf("tracing:\n  enable: true\n  sampling: 100\n  skywalking:\n    service: %s\n    port: %d\n", h, p)
+	}},
+	{"tracing-datadog", 8126, func(h string, p uint32) string {
+		return fmt.Sprintf("tracing:\n  enable: true\n  sampling: 100\n  datadog:\n    service: %s\n    port: %d\n", h, p)
+	}},
+}
+
+// What each gateway did, per item and failure mode, at Envoy 1.40.0 and
+// 1.39.3 alike: whether it loaded the listener (a refusal keeps the
+// listeners it had, without any of the document's items, and a proxy that
+// starts then gets none), and the status of a request.
+type serviceOutcome struct {
+	refused bool
+	status  int
+}
+
+// serviceOutcomes are keyed by item setting, then failure mode; a mode
+// left out is the item's "*" entry.
+var serviceOutcomes = map[string]map[string]serviceOutcome{
+	// A limit of 1 a day: three requests pass, the limit is not enforced.
+	"globalratelimit-allow": {"*": {status: 200}},
+	// Envoy's own failure status, 500.
+	"globalratelimit-deny": {"*": {status: 500}},
+	"extauth-deny":         {"*": {status: 503}},
+	"extauth-allow":        {"*": {status: 200}},
+	"extauth-grpc":         {"*": {status: 503}},
+	// The request is served, by the listener before the change when the
+	// gateway refused it.
+	"tracing-zipkin":             {"missing": {refused: true, status: 200}, "*": {status: 200}},
+	"tracing-datadog":            {"missing": {refused: true, status: 200}, "*": {status: 200}},
+	"tracing-opentelemetry":      {"*": {status: 200}},
+	"tracing-opentelemetry-http": {"*": {status: 200}},
+	"tracing-skywalking":         {"*": {status: 200}},
+}
+
+func TestServiceFailure(t *testing.T) {
+	ctx := setup(t)
+	for _, it := range serviceItems {
+		for _, m := range serviceFailures {
+			t.Run(it.name+"/"+m.name, func(t *testing.T) {
+				want, ok := serviceOutcomes[it.name][m.name]
+				if !ok {
+					want = serviceOutcomes[it.name]["*"]
+				}
+				// From a set every gateway loaded: a refusal of the case
+				// before would be counted for this one.
+				applyAll(ctx, t, nil)
+				host := fmt.Sprintf("%s-%s.failing.svc.cluster.local", it.name, m.name)
+				m.make(ctx, t, host, it.port)
+				if m.name != "missing" {
+					for _, g := range gateways {
+						waitCluster(ctx, t, g, fmt.Sprintf("outbound|%d||%s", it.port, host))
+					}
+				}
+				for _, l := range applyAll(ctx, t, rendered(t, it.doc(host, it.port))) {
+					if l.nacked != want.refused {
+						t.Errorf("Envoy %s: refused the listener: %v (%s), want %v", l.gw.Binary.Version, l.nacked, l.message, want.refused)
+					}
+					for i := range 3 {
+						r, err := get(ctx, l.gw.url("/echo"), nil)
+						if err != nil {
+							t.Fatalf("Envoy %s, request %d: %v", l.gw.Binary.Version, i+1, err)
+						}
+						if r.status != want.status {
+							t.Errorf("Envoy %s, request %d: status %d, want %d", l.gw.Binary.Version, i+1, r.status, want.status)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// waitCluster waits until g has the cluster name.
+func waitCluster(ctx context.Context, t *testing.T, g *gw, name string) {
+	t.Helper()
+	if !harness.Eventually(ctx, 30*time.Second, func() bool {
+		st, err := g.Stats(ctx)
+		if err != nil {
+			return false
+		}
+		_, ok := st["cluster."+name+";.update_attempt"]
+		if !ok {
+			for k := range st {
+				if strings.HasPrefix(k, "cluster."+name+";.") {
+					return true
+				}
+			}
+		}
+		return ok
+	}) {
+		t.Fatalf("gateway %s has no cluster %s", g.name, name)
+	}
+}
