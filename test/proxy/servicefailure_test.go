@@ -10,8 +10,13 @@ import (
 
 	networkingv1 "istio.io/api/networking/v1"
 	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	istiofake "istio.io/client-go/pkg/clientset/versioned/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -117,31 +122,69 @@ var serviceItems = []serviceItem{
 }
 
 // What each gateway did, per item and failure mode, at Envoy 1.40.0 and
-// 1.39.3 alike: whether it loaded the listener (a refusal keeps the
-// listeners it had, without any of the document's items, and a proxy that
-// starts then gets none), and the status of a request.
+// 1.39.3 alike: whether it refused the listener (it then keeps the
+// listeners it had, without any of the document's items, and a proxy
+// that starts gets none), and the status of a request.
 type serviceOutcome struct {
 	refused bool
 	status  int
+	// says is what the item's warning (and the status) says of traffic
+	// while the service has no cluster: the "missing" mode's outcome.
+	says string
 }
 
 // serviceOutcomes are keyed by item setting, then failure mode; a mode
 // left out is the item's "*" entry.
 var serviceOutcomes = map[string]map[string]serviceOutcome{
 	// A limit of 1 a day: three requests pass, the limit is not enforced.
-	"globalratelimit-allow": {"*": {status: 200}},
+	"globalratelimit-allow": {"*": {status: 200, says: "no limit is enforced: every request passes unlimited"}},
 	// Envoy's own failure status, 500.
-	"globalratelimit-deny": {"*": {status: 500}},
-	"extauth-deny":         {"*": {status: 503}},
-	"extauth-allow":        {"*": {status: 200}},
-	"extauth-grpc":         {"*": {status: 503}},
+	"globalratelimit-deny": {"*": {status: 500, says: "every request is denied with 500"}},
+	"extauth-deny":         {"*": {status: 503, says: "every request that is not opted out (skip) is denied with 503"}},
+	"extauth-allow":        {"*": {status: 200, says: "every request passes unchecked"}},
+	"extauth-grpc":         {"*": {status: 503, says: "is denied with 503"}},
 	// The request is served, by the listener before the change when the
 	// gateway refused it.
-	"tracing-zipkin":             {"missing": {refused: true, status: 200}, "*": {status: 200}},
-	"tracing-datadog":            {"missing": {refused: true, status: 200}, "*": {status: 200}},
-	"tracing-opentelemetry":      {"*": {status: 200}},
-	"tracing-opentelemetry-http": {"*": {status: 200}},
-	"tracing-skywalking":         {"*": {status: 200}},
+	"tracing-zipkin":             {"missing": {refused: true, status: 200, says: "Envoy refuses every listener that sends to it"}, "*": {status: 200}},
+	"tracing-datadog":            {"missing": {refused: true, status: 200, says: "Envoy refuses every listener that sends to it"}, "*": {status: 200}},
+	"tracing-opentelemetry":      {"*": {status: 200, says: "requests are served, but their traces are dropped"}},
+	"tracing-opentelemetry-http": {"*": {status: 200, says: "requests are served, but their traces are dropped"}},
+	"tracing-skywalking":         {"*": {status: 200, says: "requests are served, but their traces are dropped"}},
+}
+
+// The warning of a service that has no cluster says, for each item,
+// what TestServiceFailure measured at the gateways (the status'
+// notInEffect repeats it).
+func TestServiceFailureWarningsSayWhatEnvoyDoes(t *testing.T) {
+	r := &facts.Resolver{Kube: kubefake.NewClientset(), Istio: istiofake.NewSimpleClientset()}
+	for _, it := range serviceItems {
+		want, ok := serviceOutcomes[it.name]["missing"]
+		if !ok {
+			want = serviceOutcomes[it.name]["*"]
+		}
+		d, err := document.ParseFile([]byte(it.doc("absent.failing.svc.cluster.local", it.port)))
+		if err != nil {
+			t.Fatalf("%s: %v", it.name, err)
+		}
+		var said []string
+		for _, sec := range d.Sections {
+			su, ok := sec.Item.(items.ServiceUser)
+			if !ok {
+				continue
+			}
+			for _, ref := range su.Services() {
+				f := r.Service(ref)
+				consequence, ok := facts.NotInEffect(f.Msg)
+				if !f.Warn || !ok {
+					t.Errorf("%s: %+v, want a warning that the item is not in effect", it.name, f)
+				}
+				said = append(said, consequence)
+			}
+		}
+		if len(said) != 1 || !strings.Contains(said[0], want.says) {
+			t.Errorf("%s: the warning says %q, want %q (measured: listener refused %v, status %d)", it.name, said, want.says, want.refused, want.status)
+		}
+	}
 }
 
 func TestServiceFailure(t *testing.T) {
@@ -202,4 +245,56 @@ func waitCluster(ctx context.Context, t *testing.T, g *gw, name string) {
 	}) {
 		t.Fatalf("gateway %s has no cluster %s", g.name, name)
 	}
+}
+
+// The status follows the rate-limit service's ServiceEntry: deleted, it
+// says within 5 s that globalRateLimit is not in effect and that no limit
+// is enforced (what TestServiceFailure measured), not Applied with no
+// warning; created again, it says nothing of the kind within 5 s. The
+// controller watches the ServiceEntry; it does not poll.
+func TestStatusFollowsRateLimitService(t *testing.T) {
+	ctx := setup(t)
+	const host = "ratelimit-status.failing.svc.cluster.local"
+	create := func() {
+		t.Helper()
+		serviceEntry(ctx, t, host, rateLimitPort, []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"p": uint32(rls.GRPCPort)}}})
+	}
+	create()
+	startController(ctx, t, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	putConfig(ctx, t, fmt.Sprintf("globalRateLimit:\n  service: %s\n  port: %d\n  limits:\n    status-%s:\n      requests: 20\n      unit: minute\n", host, rateLimitPort, runID))
+	// inEffect waits up to bound for the status to say whether
+	// globalRateLimit is in effect, and returns how long it took.
+	inEffect := func(want bool, bound time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		var last string
+		if !harness.Eventually(ctx, bound, func() bool {
+			st, err := cluster.Status(ctx)
+			if err != nil {
+				last = err.Error()
+				return false
+			}
+			last = fmt.Sprintf("state %s, message %q, notInEffect %+v, warnings %+v", st.State, st.Message, st.NotInEffect, st.Warnings)
+			if st.State != "Applied" || st.Applied == nil {
+				return false
+			}
+			if want {
+				return len(st.NotInEffect) == 0 && len(st.Warnings) == 0 && !strings.Contains(st.Message, "not in effect")
+			}
+			return len(st.NotInEffect) == 1 && st.NotInEffect[0].Path == "globalRateLimit.service" &&
+				st.NotInEffect[0].Message == "no limit is enforced: every request passes unlimited (failureMode allow)" &&
+				strings.Contains(st.Message, "globalRateLimit is not in effect") && strings.Contains(st.Message, "no limit is enforced") &&
+				len(st.Warnings) == 1 && strings.Contains(st.Warnings[0].Message, "outbound|8081||"+host)
+		}) {
+			t.Fatalf("the status does not say globalRateLimit is in effect=%v within %s: %s", want, bound, last)
+		}
+		return time.Since(start)
+	}
+	inEffect(true, 30*time.Second)
+	if err := cluster.Istio.NetworkingV1().ServiceEntries(ns).Delete(ctx, host, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ServiceEntry deleted: the status said globalRateLimit is not in effect after %s", inEffect(false, 5*time.Second).Round(time.Millisecond))
+	create()
+	t.Logf("ServiceEntry created: the status said it is in effect again after %s", inEffect(true, 5*time.Second).Round(time.Millisecond))
 }
