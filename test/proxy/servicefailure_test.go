@@ -206,7 +206,8 @@ func TestServiceFailure(t *testing.T) {
 						waitCluster(ctx, t, g, fmt.Sprintf("outbound|%d||%s", it.port, host))
 					}
 				}
-				for _, l := range applyAll(ctx, t, rendered(t, it.doc(host, it.port))) {
+				loaded := applyAll(ctx, t, rendered(t, it.doc(host, it.port)))
+				for _, l := range loaded {
 					if l.nacked != want.refused {
 						t.Errorf("Envoy %s: refused the listener: %v (%s), want %v", l.gw.Binary.Version, l.nacked, l.message, want.refused)
 					}
@@ -220,8 +221,29 @@ func TestServiceFailure(t *testing.T) {
 						}
 					}
 				}
+				if strings.HasPrefix(it.name, "tracing-") && m.name != "missing" {
+					// The requests' spans are dropped: each tracer's report
+					// (sent at its flush interval, 5 s at most) fails at the
+					// collector's cluster.
+					for _, g := range gateways {
+						reportsFail(ctx, t, g, fmt.Sprintf("cluster.outbound|%d||%s;.", it.port, host))
+					}
+				}
 			})
 		}
+	}
+}
+
+// reportsFail waits until g's cluster (its statistics' prefix) counts a
+// call that found no endpoint or whose connection was refused.
+func reportsFail(ctx context.Context, t *testing.T, g *gw, prefix string) {
+	t.Helper()
+	var n int64
+	if !harness.Eventually(ctx, 15*time.Second, func() bool {
+		n = statSum(ctx, t, g, prefix, ".upstream_cx_none_healthy") + statSum(ctx, t, g, prefix, ".upstream_cx_connect_fail")
+		return n > 0
+	}) {
+		t.Errorf("Envoy %s: no failed report counted at %s within 15 s", g.Binary.Version, prefix)
 	}
 }
 
