@@ -152,6 +152,21 @@ var serviceOutcomes = map[string]map[string]serviceOutcome{
 	"tracing-skywalking":         {"*": {status: 200, says: "requests are served, but their traces are dropped"}},
 }
 
+// Every item that sends to a service is measured here: a new one must say
+// what the proxies do without its service, and TestServiceFailure must
+// show it at the Envoys.
+func TestEveryServiceItemMeasured(t *testing.T) {
+	measured := map[string]bool{}
+	for _, it := range serviceItems {
+		measured[strings.SplitN(it.name, "-", 2)[0]] = true
+	}
+	for _, r := range items.All() {
+		if _, ok := r.NewItem().(items.ServiceUser); ok && !measured[strings.ToLower(r.Name)] {
+			t.Errorf("%s sends to a service, but TestServiceFailure does not show what the proxies do when it is missing, has no endpoints or refuses connections: add it to serviceItems and serviceOutcomes", r.Name)
+		}
+	}
+}
+
 // The warning of a service that has no cluster says, for each item,
 // what TestServiceFailure measured at the gateways (the status'
 // notInEffect repeats it).
