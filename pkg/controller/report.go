@@ -179,6 +179,10 @@ func (c *Controller) reportRefusal(st *status.Status, d decide.Decision) {
 		msgs = append(msgs, d.Rollout.Waiting)
 	}
 	if len(msgs) > 0 {
+		if len(st.NotInEffect) > 0 {
+			// A zipkin collector without its cluster is both.
+			msgs = append(msgs, notInEffectMessage(st.NotInEffect))
+		}
 		st.Message = strings.Join(msgs, "; ")
 	}
 }

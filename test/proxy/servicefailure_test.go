@@ -335,3 +335,29 @@ func TestStatusFollowsRateLimitService(t *testing.T) {
 	create()
 	t.Logf("ServiceEntry created: the status said it is in effect again after %s", inEffect(true, 5*time.Second).Round(time.Millisecond))
 }
+
+// A zipkin collector that has no cluster: the gateways refuse the
+// listener, and the status says both that they refuse the set and that
+// tracing is not in effect, with what that means (the listener refused),
+// not only the NACK.
+func TestStatusZipkinCollectorMissing(t *testing.T) {
+	ctx := setup(t)
+	const host = "zipkin-status.failing.svc.cluster.local"
+	startController(ctx, t, "--istiod-debug-url=http://"+istiod.HTTPAddr)
+	putConfig(ctx, t, fmt.Sprintf("tracing:\n  enable: true\n  sampling: 100\n  zipkin:\n    service: %s\n    port: 9411\n", host))
+	var last string
+	if !harness.Eventually(ctx, 60*time.Second, func() bool {
+		st, err := cluster.Status(ctx)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = fmt.Sprintf("state %s, message %q, notInEffect %+v", st.State, st.Message, st.NotInEffect)
+		return st.State != "Applied" && strings.Contains(st.Message, "NACK") &&
+			strings.Contains(st.Message, "tracing is not in effect") && strings.Contains(st.Message, "Envoy refuses every listener that sends to it") &&
+			len(st.NotInEffect) == 1 && st.NotInEffect[0].Path == "tracing.zipkin.service"
+	}) {
+		t.Fatalf("the status does not say the gateways refuse the set and tracing is not in effect: %s", last)
+	}
+	t.Log(last)
+}
