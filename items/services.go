@@ -13,8 +13,8 @@ import (
 // name the Envoy cluster istiod builds for that host and port
 // (envoyfilter.OutboundCluster). istiod builds outbound clusters only for
 // the full host names of Services (NAME.NAMESPACE.svc.DOMAIN) and the hosts
-// of ServiceEntries; a patch naming any other cluster makes Envoy refuse
-// every listener it reaches. The item declares its services (ServiceUser):
+// of ServiceEntries; a patch naming any other cluster leaves the item
+// not in effect (ServiceRef.Missing says how). The item declares its services (ServiceUser):
 // the document checks each host's syntax with CheckServiceHost, and the
 // controller and the admission webhook check the cluster's own facts
 // (does the Service exist, with that port) through document.Facts.
@@ -27,8 +27,9 @@ type ServiceRef struct {
 	Host string
 	Port uint32
 	// Missing says what the proxies do while istiod builds no cluster for
-	// the service, ending "until there is one"; empty, Envoy refuses every
-	// listener that sends to it (a tracer's collector).
+	// the service, as measured at real Envoys (limits not enforced, every
+	// request denied, traces dropped); empty, Envoy refuses every listener
+	// that sends to it (the zipkin and datadog tracers' collectors).
 	Missing string
 }
 
@@ -60,9 +61,9 @@ func CheckServiceHost(p *Problems, path, host string, enabled bool) {
 	}
 	switch {
 	case !strings.Contains(host, "."):
-		p.Addf(path, "%q is a short Service name; istiod names clusters after full host names, so no proxy has a cluster for it and Envoy would refuse every listener that sends to it; write the Service's full name, %s.<namespace>.svc.cluster.local (or its ServiceEntry host)", host, host)
+		p.Addf(path, "%q is a short Service name; istiod names clusters after full host names, so no proxy has a cluster for it and the item would not be in effect; write the Service's full name, %s.<namespace>.svc.cluster.local (or its ServiceEntry host)", host, host)
 	case strings.HasSuffix(host, ".svc"):
-		p.Addf(path, "%q lacks the cluster domain; istiod names the cluster after the full host name, so no proxy has a cluster for it and Envoy would refuse every listener that sends to it; write %s.cluster.local (the mesh's domain)", host, host)
+		p.Addf(path, "%q lacks the cluster domain; istiod names the cluster after the full host name, so no proxy has a cluster for it and the item would not be in effect; write %s.cluster.local (the mesh's domain)", host, host)
 	}
 }
 

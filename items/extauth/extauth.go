@@ -250,10 +250,25 @@ func (a *ExtAuth) Services() []items.ServiceRef {
 	if a.Service == "" {
 		return nil
 	}
-	// Envoy loads an ext_authz filter whose cluster is missing, and
-	// fails each check.
-	return []items.ServiceRef{{Path: "service", Host: a.Service, Port: uint32(a.Port),
-		Missing: "every check fails (failureMode deny answers each request failureStatus, allow lets it through unchecked)"}}
+	return []items.ServiceRef{{Path: "service", Host: a.Service, Port: uint32(a.Port), Missing: a.missing()}}
+}
+
+// missing says what a gateway does while the service has no cluster:
+// Envoy 1.40 and 1.39 load the ext_authz filter and fail every check, as
+// when the cluster has no endpoints or its endpoint refuses connections
+// (test/proxy TestServiceFailure).
+func (a *ExtAuth) missing() string {
+	switch {
+	case a.Shadow:
+		return "every check fails and no request is refused (shadow)"
+	case a.FailureMode == "allow":
+		return "every check fails and every request passes unchecked, with x-envoy-auth-failure-mode-allowed: true (failureMode allow)"
+	}
+	status := uint32(DefaultFailureStatus)
+	if a.FailureStatus != nil {
+		status = *a.FailureStatus
+	}
+	return fmt.Sprintf("every check fails and every request that is not opted out (skip) is denied with %d (failureMode deny)", status)
 }
 
 // ContextLimits implements items.ContextLimiter: the item is for gateways.

@@ -217,7 +217,22 @@ func (g *GlobalRateLimit) Services() []items.ServiceRef {
 	if g.Service == "" {
 		return nil
 	}
-	return []items.ServiceRef{{Path: "service", Host: g.Service, Port: uint32(g.Port)}}
+	return []items.ServiceRef{{Path: "service", Host: g.Service, Port: uint32(g.Port), Missing: g.missing()}}
+}
+
+// missing says what a gateway does while the service has no cluster:
+// Envoy 1.40 and 1.39 load the rate limit filter and fail every call, as
+// when the cluster has no endpoints or its endpoint refuses connections
+// (test/proxy TestServiceFailure); no listener is refused.
+func (g *GlobalRateLimit) missing() string {
+	if g.FailureMode == "deny" {
+		status := uint32(500) // Envoy's own
+		if g.FailureStatus != nil {
+			status = *g.FailureStatus
+		}
+		return fmt.Sprintf("every request is denied with %d (failureMode deny)", status)
+	}
+	return "no limit is enforced: every request passes unlimited (failureMode allow)"
 }
 
 // ContextLimits implements items.ContextLimiter: on a sidecar's outbound

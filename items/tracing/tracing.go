@@ -199,13 +199,26 @@ func (*Tracing) Texts() []items.Text {
 	}
 }
 
+// missing says what a proxy does while a backend's collector has no
+// cluster, measured at Envoy 1.40 and 1.39 (test/proxy TestServiceFailure):
+// the zipkin and datadog tracers name the cluster at load time, so Envoy
+// refuses the listener (empty: the default, facts.DefaultMissing says
+// so); the gRPC and OTLP/HTTP clients of skywalking and opentelemetry load
+// and fail each report. With a cluster that has no endpoints or refuses
+// connections, every tracer loads and requests are served; spans are
+// lost.
+var missing = map[string]string{
+	"skywalking":    "requests are served, but their traces are dropped: no span reaches a collector",
+	"opentelemetry": "requests are served, but their traces are dropped: no span reaches a collector",
+}
+
 // Services implements items.ServiceUser: the collector.
 func (t *Tracing) Services() []items.ServiceRef {
 	var out []items.ServiceRef
 	backends := t.backends()
 	for _, name := range slices.Sorted(maps.Keys(backends)) {
 		if b := backends[name]; b.Service != "" {
-			out = append(out, items.ServiceRef{Path: name + ".service", Host: b.Service, Port: uint32(b.Port)})
+			out = append(out, items.ServiceRef{Path: name + ".service", Host: b.Service, Port: uint32(b.Port), Missing: missing[name]})
 		}
 	}
 	return out

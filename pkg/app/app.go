@@ -221,8 +221,10 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	// One renderer for the process: the controller, the MCP publisher
 	// and the webhook decide through the same cache of built items.
 	renderer := render.New()
+	var resolver *facts.Resolver
 	if opts.ServiceFacts {
-		renderer.SetFacts(&facts.Resolver{Kube: kube, Istio: istio, Domain: opts.ClusterDomain})
+		resolver = &facts.Resolver{Kube: kube, Istio: istio, Domain: opts.ClusterDomain}
+		renderer.SetFacts(resolver)
 	}
 	cfg.Renderer = renderer
 	opts.Webhook.Renderer = renderer
@@ -375,6 +377,13 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		}
 	}
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
+	if resolver != nil {
+		// A Service or ServiceEntry the document's items send to that
+		// comes or goes is in the status within seconds.
+		if err := resolver.Watch(ctx, watchKube, watchIstio, ctrl.Enqueue); err != nil {
+			return err
+		}
+	}
 	if opts.RateLimitConfigAddr != "" {
 		stop, err := serveRateLimitConfig(opts, publisher, istioInformers, log)
 		if err != nil {

@@ -92,7 +92,7 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 		}
 		return nil
 	})
-	fs.BoolVar(&o.ServiceFacts, "service-facts", true, "look up the Services and ServiceEntries the document's items send to (a collector): refuse a name istiod never resolves as written, warn of one that is missing; needs get on services and list on serviceentries")
+	fs.BoolVar(&o.ServiceFacts, "service-facts", true, "look up the Services and ServiceEntries the document's items send to (a collector): refuse a name istiod never resolves as written, warn of one that is missing (its item is not in effect); needs get, list and watch on services and list and watch on serviceentries")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", facts.DefaultDomain, "istiod's domain suffix (its --domain): Services' full host names end in .svc.DOMAIN")
 	fs.StringVar(&o.Envoy, "envoy", "", "the fleet's Envoy binary (istio-proxy's, from the istio/proxyv2 image): the webhook loads the output of every edit that changes the EnvoyFilters into it in validate mode and refuses what Envoy refuses; needs --webhook-addr")
 	fs.DurationVar(&o.EnvoyTimeout, "envoy-timeout", webhook.DefaultEnvoyTimeout, "how long one review may wait for the Envoy check; keep it under the webhook configuration's timeoutSeconds (5 in deploy/). An edit the check can't judge in time (or that crashes Envoy) is admitted on globalconfig's own validation, with a warning")

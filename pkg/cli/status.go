@@ -107,6 +107,14 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 	if st.Message != "" {
 		ew.printf("message: %s\n", st.Message)
 	}
+	if len(st.NotInEffect) > 0 {
+		// Delivered, but doing nothing the document says: never to be
+		// read as green.
+		ew.printf("not in effect:\n")
+		for _, p := range st.NotInEffect {
+			ew.printf("  %s: %s\n", p.Path, p.Message)
+		}
+	}
 	for _, l := range []struct {
 		name    string
 		entries []status.Problem

@@ -63,6 +63,24 @@ func testStatus(r *rollout.Status) *status.Status {
 	return st
 }
 
+// An item whose service has no cluster is listed as not in effect, with
+// what that means for traffic, under the state.
+func TestStatusTextNotInEffect(t *testing.T) {
+	st := status.New(status.Applied)
+	st.Message = "globalRateLimit is not in effect, its service (globalRateLimit.service) has no cluster at the proxies: no limit is enforced: every request passes unlimited (failureMode allow)"
+	st.NotInEffect = []status.Problem{{Path: "globalRateLimit.service", Message: "no limit is enforced: every request passes unlimited (failureMode allow)"}}
+	c, _ := statusCluster(t, st)
+	code, out, errs := runIn(t, c, "status")
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	want := "ConfigMap istio-system/global-config: Applied\nmessage: globalRateLimit is not in effect, its service (globalRateLimit.service) has no cluster at the proxies: no limit is enforced: every request passes unlimited (failureMode allow)\n" +
+		"not in effect:\n  globalRateLimit.service: no limit is enforced: every request passes unlimited (failureMode allow)\n"
+	if !strings.HasPrefix(out, want) {
+		t.Errorf("stdout:\n%s\nwant it to start:\n%s", out, want)
+	}
+}
+
 // statusCluster is a cluster whose controller wrote st.
 func statusCluster(t *testing.T, st *status.Status) (*cluster, string) {
 	t.Helper()

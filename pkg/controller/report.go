@@ -14,6 +14,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/decide"
+	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
@@ -61,6 +62,30 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 	return c.writeStatus(ctx, st)
 }
 
+// notInEffect picks the warnings that say an item is not in effect
+// because its service has no cluster (facts.NotInEffect): each with the
+// service's key and what that means for traffic.
+func notInEffect(warnings []status.Problem) []status.Problem {
+	var out []status.Problem
+	for _, w := range warnings {
+		if consequence, ok := facts.NotInEffect(w.Message); ok {
+			out = append(out, status.Problem{Path: w.Path, Message: consequence})
+		}
+	}
+	return out
+}
+
+// notInEffectMessage says which items are not in effect and what that
+// means for traffic, for the status' message.
+func notInEffectMessage(items []status.Problem) string {
+	parts := make([]string, len(items))
+	for i, p := range items {
+		item, _, _ := strings.Cut(p.Path, ".")
+		parts[i] = fmt.Sprintf("%s is not in effect, its service (%s) has no cluster at the proxies: %s", item, p.Path, p.Message)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // statusOf is the status for decision d: a new object, built from d, what
 // the term applied and the status last written (for the applied set's
 // time and change, which outlive the sync that made them).
@@ -68,6 +93,9 @@ func (c *Controller) statusOf(d decide.Decision) *status.Status {
 	st := status.New(status.Applied)
 	st.Sink = c.cfg.Sink
 	st.Warnings = status.Problems(d.Warnings, c.scrub)
+	if d.Valid() {
+		st.NotInEffect = notInEffect(st.Warnings)
+	}
 	if !d.Valid() {
 		st.State = status.Invalid
 		st.Errors = status.Problems(d.Problems, c.scrub)
@@ -104,6 +132,9 @@ func (c *Controller) statusOf(d decide.Decision) *status.Status {
 	} else if d.Valid() && d.Rollout != nil && d.Rollout.Hold {
 		st.State = status.Held
 		st.Message = "the change is held: " + d.Rollout.Why
+	}
+	if len(st.NotInEffect) > 0 {
+		st.Message = strings.TrimPrefix(st.Message+"; "+notInEffectMessage(st.NotInEffect), "; ")
 	}
 	if c.st.halfApplied != "" {
 		st.Message = strings.TrimPrefix(st.Message+"; "+c.st.halfApplied+" (retrying)", "; ")
@@ -148,6 +179,10 @@ func (c *Controller) reportRefusal(st *status.Status, d decide.Decision) {
 		msgs = append(msgs, d.Rollout.Waiting)
 	}
 	if len(msgs) > 0 {
+		if len(st.NotInEffect) > 0 {
+			// A zipkin collector without its cluster is both.
+			msgs = append(msgs, notInEffectMessage(st.NotInEffect))
+		}
 		st.Message = strings.Join(msgs, "; ")
 	}
 }

@@ -2,9 +2,13 @@
 // (items.ServiceUser): whether istiod builds an outbound cluster for a host
 // and port. istiod builds one for the full host name of every Service port
 // (NAME.NAMESPACE.svc.DOMAIN) and for every host and port of a
-// ServiceEntry, and for nothing else; a patch naming another cluster makes
-// Envoy refuse every listener it reaches. The controller and the admission
-// webhook give a Resolver to the renderer (document.Facts).
+// ServiceEntry, and for nothing else. What a proxy does while the cluster
+// is missing is the item's to say (items.ServiceRef.Missing): measured at
+// real Envoys, a tracer's collector makes it refuse the listener, while an
+// auth or rate-limit filter loads and fails each call. The controller and
+// the admission webhook give a Resolver to the renderer (document.Facts);
+// the controller also makes it watch the Services and ServiceEntries it
+// was asked about (Watch), so that a status follows them within seconds.
 package facts
 
 import (
@@ -36,6 +40,23 @@ const (
 	DefaultTTL = 10 * time.Second
 )
 
+// DefaultMissing is what the proxies do without the cluster of a service
+// whose item says nothing (items.ServiceRef.Missing): Envoy refuses a
+// filter or tracer that names a cluster it does not have at load time.
+const DefaultMissing = "Envoy refuses every listener that sends to it: each proxy keeps the listeners it had, without the document's changes, and a proxy that starts gets no listener"
+
+// notInEffect joins a missing service's cause and its consequence in a
+// warning; NotInEffect reads it back.
+const notInEffect = "; until there is one, the item is not in effect: "
+
+// NotInEffect reports whether msg, a warning of Service, says that an
+// item is not in effect because its service's cluster is missing, and
+// what that means for traffic.
+func NotInEffect(msg string) (consequence string, ok bool) {
+	_, consequence, ok = strings.Cut(msg, notInEffect)
+	return consequence, ok
+}
+
 // Resolver answers document.Facts from the API server: Services by
 // name, ServiceEntries by host. It is safe for concurrent use.
 type Resolver struct {
@@ -51,6 +72,21 @@ type Resolver struct {
 	mu       sync.Mutex
 	services map[string]cached[[]uint32] // "ns/name" → ports; nil ports: none
 	entries  cached[map[string][]uint32] // ServiceEntry host → ports
+	w        *watcher                    // nil: no Watch
+}
+
+// watching is r's watcher, nil without Watch.
+func (r *Resolver) watching() *watcher {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.w
+}
+
+// asked records that host was asked about, for Watch.
+func (r *Resolver) asked(host string) {
+	if w := r.watching(); w != nil {
+		w.ask(host)
+	}
 }
 
 type cached[T any] struct {
@@ -67,11 +103,12 @@ func (r *Resolver) Service(ref items.ServiceRef) items.ServiceFact {
 	cluster := ref.Cluster()
 	consequence := ref.Missing
 	if consequence == "" {
-		consequence = "Envoy refuses every listener that sends to it"
+		consequence = DefaultMissing
 	}
 	missing := func(what string) items.ServiceFact {
-		return items.ServiceFact{Warn: true, Msg: fmt.Sprintf("%s, so istiod builds no cluster %s and %s until there is one", what, cluster, consequence)}
+		return items.ServiceFact{Warn: true, Msg: fmt.Sprintf("%s, so istiod builds no cluster %s%s%s", what, cluster, notInEffect, consequence)}
 	}
+	r.asked(ref.Host)
 	entries, err := r.serviceEntries(ctx)
 	if err != nil {
 		return items.ServiceFact{Warn: true, Msg: fmt.Sprintf("could not look up ServiceEntries for %q: %v", ref.Host, err)}
@@ -145,6 +182,11 @@ func split(host, domain string) (name, ns, hostDomain string, kind int) {
 
 // service reads the ports of Service ns/name, cached for the TTL.
 func (r *Resolver) service(ctx context.Context, ns, name string) ([]uint32, bool, error) {
+	if w := r.watching(); w != nil {
+		if ports, found, ok := w.service(ns, name); ok {
+			return ports, found, nil
+		}
+	}
 	key := ns + "/" + name
 	r.mu.Lock()
 	c, ok := r.services[key]
@@ -177,6 +219,11 @@ func (r *Resolver) service(ctx context.Context, ns, name string) ([]uint32, bool
 // the TTL. A wildcard host is kept as written: istiod names its cluster
 // after the wildcard, so it gives no cluster to a host it matches.
 func (r *Resolver) serviceEntries(ctx context.Context) (map[string][]uint32, error) {
+	if w := r.watching(); w != nil {
+		if m, ok := w.entryMap(); ok {
+			return m, nil
+		}
+	}
 	r.mu.Lock()
 	c := r.entries
 	r.mu.Unlock()

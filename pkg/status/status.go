@@ -90,6 +90,13 @@ type Status struct {
 	// items' warnings on a valid document; never nil.
 	Errors   []Problem `json:"errors"`
 	Warnings []Problem `json:"warnings"`
+	// NotInEffect are the items of a valid document that do not do what
+	// it says at the proxies because the service they send to has no
+	// cluster there: Path is the service's key, Message what that means
+	// for traffic, as measured at real Envoys (limits not enforced, every
+	// request denied, traces dropped, the listener refused). Message
+	// says so too; empty when every item is in effect.
+	NotInEffect []Problem `json:"notInEffect,omitempty"`
 	// Applied is the set the proxies are to have: the last good
 	// document's. Nil until a set was delivered.
 	Applied *AppliedSet `json:"applied,omitempty"`

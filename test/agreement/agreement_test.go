@@ -69,7 +69,7 @@ var deliberate = []struct {
 	rule(`tls\.(minVersion|maxVersion)`, `below`, "Envoy checks TLS versions when it builds a TLS context with its certificate, which validate mode, with certificates from SDS, never does; a gateway refuses the listener"),
 	rule(`tls\.hsts\.preload`, `needs`, "the browsers' preload list (hstspreload.org) takes only what its rules allow: a header it refuses would not do what the author meant"),
 	rule(`tracing\.(zipkin|skywalking|opentelemetry|datadog)\.service|globalRateLimit\.service`, `short Service name|lacks the cluster domain|must be a service host name`,
-		"istiod builds no cluster of that name, so a real proxy refuses every listener that sends to it; the representative configuration has a cluster for every name a patch gives"),
+		"istiod builds no cluster of that name, so the item is never in effect at a real proxy (zipkin and datadog: it refuses every listener that sends to it; globalRateLimit: no limit is enforced, or every request denied; opentelemetry and skywalking: traces dropped; test/proxy TestServiceFailure); the representative configuration has a cluster for every name a patch gives"),
 	rule(`tracing\.(zipkin|opentelemetry)\.path`, `must be a URL path`, "a collector path that is not a URL path would be sent as the request's :path, which the collector refuses"),
 	rule(`localRateLimit\.perHeader\[\d+\]\.header|clientIP\.header`, `x-forwarded-for is a list|host is not a request header`, "a header that never holds what the author meant: x-forwarded-for is a list any client writes, host is :authority inside Envoy"),
 	rule(`ipAccess\.(allow|deny|denyConnections)\[\d+\]`, `is inside|could never allow`, "a range that can never take effect: the wider range, or deny, decides first"),
