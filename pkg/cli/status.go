@@ -103,7 +103,16 @@ func statusCommand(args []string, env Env) int {
 // writeStatusText writes the status for people.
 func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 	ew := &errWriter{w: w}
-	ew.printf("ConfigMap %s: %s\n", configMap, orDash(string(st.State)))
+	state := orDash(string(st.State))
+	if n := len(st.NotInEffect); n > 0 {
+		// Applied is not green while an item does nothing.
+		what := "item is"
+		if n > 1 {
+			what = "items are"
+		}
+		state += fmt.Sprintf(", but %d %s not in effect", n, what)
+	}
+	ew.printf("ConfigMap %s: %s\n", configMap, state)
 	if st.Message != "" {
 		ew.printf("message: %s\n", st.Message)
 	}

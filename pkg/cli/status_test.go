@@ -74,7 +74,7 @@ func TestStatusTextNotInEffect(t *testing.T) {
 	if code != cli.ExitOK || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	want := "ConfigMap istio-system/global-config: Applied\nmessage: globalRateLimit is not in effect, its service (globalRateLimit.service) has no cluster at the proxies: no limit is enforced: every request passes unlimited (failureMode allow)\n" +
+	want := "ConfigMap istio-system/global-config: Applied, but 1 item is not in effect\nmessage: globalRateLimit is not in effect, its service (globalRateLimit.service) has no cluster at the proxies: no limit is enforced: every request passes unlimited (failureMode allow)\n" +
 		"not in effect:\n  globalRateLimit.service: no limit is enforced: every request passes unlimited (failureMode allow)\n"
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("stdout:\n%s\nwant it to start:\n%s", out, want)
