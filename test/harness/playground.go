@@ -15,9 +15,12 @@ import (
 // rate-limit service (GLOBALCONFIG_RATELIMIT) configured over xDS by the
 // server at configAddr (host:port): a controller's own
 // --ratelimit-config-addr, as deploy/examples/ratelimit wires it. The
-// service starts once that server has answered, so start the controller
-// first; Config is nil (the controller publishes the limits).
-func StartRateLimitServiceFrom(ctx context.Context, dir, configAddr string) (*RateLimitService, error) {
+// service starts once that server has served it a configuration (the
+// controller does once it has applied a document), so start the
+// controller first; Config is nil (the controller publishes the limits).
+// The service's gRPC port is grpcPort, or one picked free when 0 (a port
+// known in advance lets a ServiceEntry name it before the service runs).
+func StartRateLimitServiceFrom(ctx context.Context, dir, configAddr string, grpcPort int) (*RateLimitService, error) {
 	redis, bin := os.Getenv("GLOBALCONFIG_REDIS"), os.Getenv("GLOBALCONFIG_RATELIMIT")
 	if redis == "" || bin == "" {
 		return nil, toolcache.Unset("the rate-limit service and Redis", "GLOBALCONFIG_REDIS", "GLOBALCONFIG_RATELIMIT")
@@ -40,6 +43,9 @@ func StartRateLimitServiceFrom(ctx context.Context, dir, configAddr string) (*Ra
 		}
 	}
 	r.HTTPPort, r.GRPCPort = ports[0], ports[1]
+	if grpcPort != 0 {
+		r.GRPCPort = grpcPort
+	}
 	r.env = []string{
 		"USE_STATSD=false", "DISABLE_STATS=true", "LOG_LEVEL=warn",
 		"REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + sock,

@@ -79,6 +79,12 @@ type playground struct {
 	rls      *harness.RateLimitService
 	oauth2   *harness.OAuth2Proxy
 	checks   []check
+	started  time.Time
+}
+
+// step prints what the sandbox starts now, and when.
+func (p *playground) step(format string, args ...any) {
+	fmt.Fprintf(p.o.out, "%5.1fs  %s\n", time.Since(p.started).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // start starts everything; stop (never nil) stops what started, in
@@ -91,7 +97,7 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 		}
 		stops = nil
 	}
-	p := &playground{o: o, dir: dir}
+	p := &playground{o: o, dir: dir, started: time.Now()}
 	if p.istioctl, err = harness.Binary(harness.EnvIstioctl); err != nil {
 		return nil, stop, err
 	}
@@ -129,7 +135,7 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 		return nil, stop, err
 	}
 	stops = append(stops, zipkin.Close)
-	fmt.Fprintln(o.out, "starting etcd and kube-apiserver in", dir, "...")
+	p.step("starting etcd and kube-apiserver in %s ...", dir)
 	cluster, err := harness.StartCluster(ctx, dir)
 	if err != nil {
 		return nil, stop, err
@@ -159,7 +165,7 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 		return nil, stop, err
 	}
 	if o.profiles.auth {
-		fmt.Fprintln(o.out, "starting oauth2-proxy (user", harness.AuthUser+") ...")
+		p.step("starting oauth2-proxy (user %s) ...", harness.AuthUser)
 		if p.oauth2, err = harness.StartOAuth2Proxy(ctx, dir, "127.0.0.1:*"); err != nil {
 			return nil, stop, err
 		}
@@ -174,7 +180,7 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 	}
 	stops = append(stops, sds.Close)
 	// istiod first: the controller is told its debug address.
-	fmt.Fprintln(o.out, "starting istiod ...")
+	p.step("starting istiod ...")
 	if p.istiod, err = cluster.StartIstiodWith(ctx, harness.UpstreamEnvoyIstiod("istiod")); err != nil {
 		return nil, stop, err
 	}
@@ -196,7 +202,7 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 	if err != nil {
 		return nil, stop, err
 	}
-	fmt.Fprintln(o.out, "starting the controller:", abs, strings.Join(args, " "))
+	p.step("starting the controller: %s %s", abs, strings.Join(args, " "))
 	if p.ctl, err = cluster.StartController(abs, "globalconfig", args...); err != nil {
 		return nil, stop, err
 	}
@@ -204,28 +210,18 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 	if !harness.Eventually(ctx, 60*time.Second, func() bool { return p.ctl.Ready(ctx) }) {
 		return nil, stop, fmt.Errorf("the controller did not become ready:\n%s", p.ctl.Log(4000))
 	}
-	// The document goes through the admission webhook, as a user's edit.
-	cm, err := configMap(o.profiles)
-	if err != nil {
-		return nil, stop, err
-	}
-	if out, err := cluster.Kubectl(ctx, cm, "apply", "-f", "-"); err != nil {
-		return nil, stop, fmt.Errorf("apply the global ConfigMap: %w: %s", err, out)
-	}
+	var rlsPort int
 	if o.profiles.rateLimit {
-		// The service reads its limits from the controller, which serves
-		// them once it has applied the document's EnvoyFilters.
-		fmt.Fprintln(o.out, "starting Redis and the rate-limit service, configured by the controller at", rlsConfigAddr, "...")
-		if p.rls, err = harness.StartRateLimitServiceFrom(ctx, dir, rlsConfigAddr); err != nil {
+		// The service is in the mesh before the document names it.
+		if rlsPort, err = harness.FreePort(); err != nil {
 			return nil, stop, err
 		}
-		stops = append(stops, p.rls.Close)
-		if err := cluster.CreateLoopbackService(ctx, rateLimitHost, rateLimitPort, p.rls.GRPCPort); err != nil {
+		if err := cluster.CreateLoopbackService(ctx, rateLimitHost, rateLimitPort, rlsPort); err != nil {
 			return nil, stop, fmt.Errorf("rate-limit service entry: %w", err)
 		}
 	}
 	for i, g := range p.gateways {
-		fmt.Fprintf(o.out, "starting the gateway %s: Envoy %s on %s ...\n", g.name, envoy.Version, g.url())
+		p.step("starting the gateway %s: Envoy %s on %s ...", g.name, envoy.Version, g.url())
 		g.gw, err = cluster.StartEnvoyGateway(ctx, p.istiod, harness.GatewayOptions{
 			Name: g.name, Binary: envoy, IP: fmt.Sprintf("10.1.1.%d", i+1), Labels: g.labels(),
 			Clusters: []*clusterv3.Cluster{sds.BootstrapCluster()},
@@ -236,12 +232,42 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 		gw := g.gw
 		stops = append(stops, func() { _ = gw.Stop(5 * time.Second) })
 	}
+	// The gateways are up before the document: the controller's first
+	// rollout then finds them, not an empty mesh.
+	for _, g := range p.gateways {
+		if !harness.Eventually(ctx, 60*time.Second, func() bool {
+			r, err := send(ctx, g.url()+"/echo", false)
+			return err == nil && r.StatusCode == http.StatusOK
+		}) {
+			return nil, stop, fmt.Errorf("the gateway %s does not serve %s:\n%s", g.name, g.url(), g.gw.Log(4000))
+		}
+	}
+	// The document goes through the admission webhook, as a user's edit.
+	p.step("applying the global ConfigMap (WITH=%s) ...", o.profiles)
+	cm, err := configMap(o.profiles)
+	if err != nil {
+		return nil, stop, err
+	}
+	if out, err := cluster.Kubectl(ctx, cm, "apply", "-f", "-"); err != nil {
+		return nil, stop, fmt.Errorf("apply the global ConfigMap: %w: %s", err, out)
+	}
+	if o.profiles.rateLimit {
+		// The service reads its limits from the controller, which serves
+		// them once it has applied the document's EnvoyFilters.
+		p.step("starting Redis and the rate-limit service, configured by the controller at %s ...", rlsConfigAddr)
+		if p.rls, err = harness.StartRateLimitServiceFrom(ctx, dir, rlsConfigAddr, rlsPort); err != nil {
+			return nil, stop, err
+		}
+		stops = append(stops, p.rls.Close)
+	}
 	p.checks = checks(o.profiles, len(p.gateways))
+	p.step("waiting until the gateways serve what the banner shows ...")
 	for _, g := range p.gateways {
 		if !harness.Eventually(ctx, 60*time.Second, func() bool { return p.serves(ctx, g) }) {
 			return nil, stop, fmt.Errorf("the gateway %s does not serve %s:\n%s", g.name, g.url(), g.gw.Log(4000))
 		}
 	}
+	p.step("waiting until the controller's status says the gateways took the set ...")
 	// Ready when the controller's status says the gateways took its set.
 	if !harness.Eventually(ctx, 60*time.Second, func() bool { return synced(ctx, cluster, len(p.gateways)) }) {
 		return nil, stop, fmt.Errorf("the gateways did not take the document's EnvoyFilters:\n%s", p.gateways[0].gw.Log(4000))
