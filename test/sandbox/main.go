@@ -42,6 +42,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, nil); err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C while starting: everything is stopped and removed.
+			fmt.Fprintln(os.Stderr, "sandbox: stopped while starting")
+			os.Exit(130)
+		}
 		fmt.Fprintln(os.Stderr, "sandbox:", err)
 		stop()
 		os.Exit(1)
