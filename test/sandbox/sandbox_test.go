@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"sigs.k8s.io/yaml"
 
@@ -84,8 +87,10 @@ var playgroundEnv = []string{
 // make run WITH=ratelimit,auth at Envoy 1.40 (the harness's newest): the
 // banner's curl lines answer what they promise (a 429 shared by both
 // gateways, 401 without credentials, 200 with them, 200 on the opted-out
-// path), and cancelling the context (what Ctrl-C does) stops every
-// process the sandbox started and removes its folder.
+// path); plain make run's status is Applied with no warning (its document
+// names no Service the sandbox lacks). Either way, cancelling the context
+// (what Ctrl-C does) stops every process the sandbox started and removes
+// its folder.
 func TestPlayground(t *testing.T) {
 	var unset []string
 	for _, env := range playgroundEnv {
@@ -100,6 +105,63 @@ func TestPlayground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("default", func(t *testing.T) {
+		tryPlayground(t, bin, profiles{}, func(ctx context.Context, p *playground, banner string) {
+			if len(p.gateways) != 1 || len(p.checks) != 0 {
+				t.Errorf("plain make run: %d gateways, %d curl lines; want 1 and none", len(p.gateways), len(p.checks))
+			}
+			if !strings.Contains(banner, "make run WITH=ratelimit,auth") {
+				t.Error("the plain banner does not say how to start the profiles")
+			}
+			wantStatus(ctx, t, p, nil)
+		})
+	})
+	t.Run("ratelimit,auth", func(t *testing.T) {
+		tryPlayground(t, bin, profiles{rateLimit: true, auth: true}, func(ctx context.Context, p *playground, banner string) {
+			if len(p.gateways) != 2 {
+				t.Errorf("%d gateways, want 2 (WITH=ratelimit starts a second one)", len(p.gateways))
+			}
+			urls := make([]string, len(p.gateways))
+			for i, g := range p.gateways {
+				urls[i] = g.url()
+			}
+			if len(p.checks) != 4 {
+				t.Errorf("%d curl lines, want 4: the shared 429, 401, 200 with credentials, 200 opted out", len(p.checks))
+			}
+			for _, c := range p.checks {
+				if !strings.Contains(banner, c.curl(urls)) {
+					t.Errorf("the banner lacks %q", c.curl(urls))
+				}
+			}
+			// The limit's window is a clock minute: the requests must not
+			// straddle two.
+			if s := time.Now().Second(); s > 50 {
+				time.Sleep(time.Duration(61-s) * time.Second)
+			}
+			for _, c := range p.checks {
+				got, err := c.run(ctx, p.gateways)
+				if err != nil {
+					t.Error(err)
+				}
+				t.Logf("%s: %v", c.what, got)
+			}
+			// What docs/playground.md says a 429 carries.
+			r, body, err := sendBody(ctx, p.gateways[1].url()+sharedPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.StatusCode != 429 || r.Header.Get("x-envoy-ratelimited") != "true" || r.Header.Get("x-ratelimit-remaining") != "0" ||
+				r.Header.Get("x-ratelimit-limit") == "" || !strings.Contains(body, "too_many_requests") {
+				t.Errorf("one more request to %s: %d %v %s; want 429 with x-envoy-ratelimited, x-ratelimit-limit, x-ratelimit-remaining: 0 and the example's JSON body", sharedPath, r.StatusCode, r.Header, body)
+			}
+			wantStatus(ctx, t, p, []string{"globalRateLimit", "extAuth"})
+		})
+	})
+}
+
+// tryPlayground runs the sandbox with the profiles, calls try once it is
+// ready, then cancels it and checks that nothing it started is left.
+func tryPlayground(t *testing.T, bin string, pr profiles, try func(context.Context, *playground, string)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out syncBuffer
@@ -108,43 +170,21 @@ func TestPlayground(t *testing.T) {
 	// the rate-limit service forgets its process).
 	procs := map[string]*harness.Process{}
 	began := time.Now()
-	err = run(ctx, options{controller: bin, profiles: profiles{rateLimit: true, auth: true}, out: &out}, func(pg *playground) {
+	err := run(ctx, options{controller: bin, profiles: pr, out: &out}, func(pg *playground) {
 		defer cancel()
 		p = pg
-		procs = map[string]*harness.Process{"controller": p.ctl.Process, "istiod": p.istiod.Process,
-			"rate-limit service": p.rls.Service, "redis": p.rls.Redis, "oauth2-proxy": p.oauth2.Process}
+		procs["controller"], procs["istiod"] = p.ctl.Process, p.istiod.Process
+		if p.rls != nil {
+			procs["rate-limit service"], procs["redis"] = p.rls.Service, p.rls.Redis
+		}
+		if p.oauth2 != nil {
+			procs["oauth2-proxy"] = p.oauth2.Process
+		}
 		for _, g := range p.gateways {
 			procs["gateway "+g.name] = g.gw.Process
 		}
-		t.Logf("ready in %s", time.Since(began).Round(100*time.Millisecond))
-		if len(p.gateways) != 2 {
-			t.Errorf("%d gateways, want 2 (WITH=ratelimit starts a second one)", len(p.gateways))
-		}
-		urls := make([]string, len(p.gateways))
-		for i, g := range p.gateways {
-			urls[i] = g.url()
-		}
-		banner := out.String()
-		if len(p.checks) != 4 {
-			t.Errorf("%d curl lines, want 4: the shared 429, 401, 200 with credentials, 200 opted out", len(p.checks))
-		}
-		for _, c := range p.checks {
-			if !strings.Contains(banner, c.curl(urls)) {
-				t.Errorf("the banner lacks %q", c.curl(urls))
-			}
-		}
-		// The limit's window is a clock minute: the requests must not
-		// straddle two.
-		if s := time.Now().Second(); s > 50 {
-			time.Sleep(time.Duration(61-s) * time.Second)
-		}
-		for _, c := range p.checks {
-			got, err := c.run(ctx, p.gateways)
-			if err != nil {
-				t.Error(err)
-			}
-			t.Logf("%s: %v", c.what, got)
-		}
+		t.Logf("WITH=%s: ready in %s", pr, time.Since(began).Round(100*time.Millisecond))
+		try(ctx, p, out.String())
 	})
 	if err != nil {
 		t.Fatalf("the playground: %v\n%s", err, out.String())
@@ -166,6 +206,48 @@ func TestPlayground(t *testing.T) {
 		t.Errorf("after the cancel, the sandbox's folder %s is still there (%v)", p.dir, err)
 		_ = os.RemoveAll(p.dir)
 	}
+}
+
+// wantStatus checks that the controller's status says the document is
+// Applied, without errors or warnings, with an EnvoyFilter for each of
+// items.
+func wantStatus(ctx context.Context, t *testing.T, p *playground, items []string) {
+	t.Helper()
+	st, err := p.cluster.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != status.Applied || len(st.Errors) != 0 || len(st.Warnings) != 0 {
+		t.Errorf("status %s, errors %v, warnings %v; want Applied, none, none", st.State, st.Errors, st.Warnings)
+	}
+	has := map[string]bool{}
+	if st.Applied != nil {
+		for _, ef := range st.Applied.EnvoyFilters {
+			has[ef.Item] = true
+		}
+	}
+	for _, item := range items {
+		if !has[item] {
+			t.Errorf("the applied set has no EnvoyFilter of %s", item)
+		}
+	}
+}
+
+// sendBody makes a GET with the basic-auth user's credentials and returns
+// the response and its body.
+func sendBody(ctx context.Context, url string) (*http.Response, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	req.SetBasicAuth(harness.AuthUser, harness.AuthPassword)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
 }
 
 // syncBuffer is a buffer the sandbox writes and the test reads.
