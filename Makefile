@@ -156,7 +156,7 @@ ifneq ($(filter run,$(MAKECMDGOALS)),)
 RUN_STARTED := $(shell date +%s.%N)
 endif
 run: $(RUN_TOOLS)
-	@echo 'building $(BIN)/globalconfig and the sandbox (go build -v: a first build lists the packages it compiles, for several minutes) ...'
+	@echo 'building $(BIN)/globalconfig and $(BIN)/sandbox: go build -v lists each package it compiles (several minutes on a fresh clone; nothing when the build cache is warm) ...'
 	@$(GO) build -v -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/globalconfig ./cmd/globalconfig
 	@$(GO) build -v -o $(BIN)/sandbox ./test/sandbox
 	@$(BIN)/sandbox --controller $(BIN)/globalconfig --with '$(WITH)' $(if $(RUN_STARTED),--started $(RUN_STARTED))

@@ -267,3 +267,18 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// --started is `date +%s.%N`; a date without %N (macOS prints "N") is
+// refused, and the sandbox then counts from its own start.
+func TestParseStarted(t *testing.T) {
+	got, err := parseStarted("1795895475.25")
+	if err != nil || got.UnixMilli() != 1795895475250 {
+		t.Errorf("1795895475.25: %v, %v", got, err)
+	}
+	if got, err := parseStarted(""); err != nil || !got.IsZero() {
+		t.Errorf("empty: %v, %v; want the zero time", got, err)
+	}
+	if _, err := parseStarted("1795895475.N"); err == nil {
+		t.Error("1795895475.N: no error")
+	}
+}
