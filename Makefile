@@ -146,12 +146,16 @@ test-env:
 
 # make run WITH=ratelimit,auth adds the real services the example's
 # globalRateLimit and extAuth send to (docs/playground.md): ratelimit
-# (envoyproxy/ratelimit, Redis, a second gateway), auth (oauth2-proxy).
+# (envoyproxy/ratelimit, Redis, a second gateway), auth (oauth2-proxy) or
+# extauthz (Istio's ext_authz sample, gRPC).
 # RUN_STARTED is taken when make reads this file, before any build, so
 # the sandbox's "Ready in" counts the builds too.
 WITH ?=
+comma := ,
+RUN_PROFILES := $(subst $(comma), ,$(WITH))
 RUN_TOOLS := kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) envoy-tools \
-	$(if $(findstring ratelimit,$(WITH)),ratelimit-tools) $(if $(findstring auth,$(WITH)),$(OAUTH2_PROXY))
+	$(if $(filter ratelimit,$(RUN_PROFILES)),ratelimit-tools) $(if $(filter auth,$(RUN_PROFILES)),$(OAUTH2_PROXY)) \
+	$(if $(filter extauthz,$(RUN_PROFILES)),$(EXTAUTHZ))
 ifneq ($(filter run,$(MAKECMDGOALS)),)
 RUN_STARTED := $(shell date +%s.%N)
 endif

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/globalconfig/globalconfig/test/harness"
@@ -16,8 +17,9 @@ type check struct {
 	// what the banner says the line shows.
 	what string
 	path string
-	// auth sends the basic-auth user's credentials.
-	auth bool
+	// cred is what the request carries for the auth service to allow
+	// it; nil: nothing.
+	cred *credential
 	// n requests are sent, alternating the gateways (1 when 0); the
 	// first n-1 answer before, the last want.
 	n      int
@@ -34,23 +36,63 @@ func checks(p profiles, gateways int) []check {
 		if gateways > 1 {
 			what = fmt.Sprintf("%d requests a minute to %s, shared by both gateways: request %d gets 429, though each gateway saw only %d", sharedLimit, sharedPath, sharedLimit+1, (sharedLimit+1+1)/2)
 		}
-		out = append(out, check{what: what, path: sharedPath, auth: p.auth, n: sharedLimit + 1, before: 200, want: 429})
+		out = append(out, check{what: what, path: sharedPath, cred: p.allowed(), n: sharedLimit + 1, before: 200, want: 429})
 	}
 	if p.auth {
 		out = append(out,
 			check{what: "no credentials: oauth2-proxy refuses, 401", path: "/echo", want: 401},
-			check{what: "the basic-auth user (" + harness.AuthUser + "): 200", path: "/echo", auth: true, want: 200},
-			check{what: publicPath + " is opted out (extAuth.skip.paths): 200 without credentials", path: publicPath + "/page", want: 200},
+			check{what: "the basic-auth user (" + harness.AuthUser + "): 200", path: "/echo", cred: basicAuth, want: 200},
 		)
 	}
+	if p.extAuthz {
+		out = append(out,
+			check{what: "without x-ext-authz: allow, Istio's ext_authz sample refuses, 403", path: "/echo", want: 403},
+			check{what: "with it: 200", path: "/echo", cred: allowHeader, want: 200},
+		)
+	}
+	if p.auth || p.extAuthz {
+		out = append(out, check{what: publicPath + " is opted out (extAuth.skip.paths): 200 without credentials", path: publicPath + "/page", want: 200})
+	}
 	return out
+}
+
+// credential is what a request carries for a profile's auth service to
+// allow it: curl's flags, and the same on a Go request.
+type credential struct {
+	curl string
+	set  func(*http.Request)
+}
+
+var (
+	// basicAuth is oauth2-proxy's htpasswd user.
+	basicAuth = &credential{
+		curl: fmt.Sprintf("-u %s:%s", harness.AuthUser, harness.AuthPassword),
+		set:  func(r *http.Request) { r.SetBasicAuth(harness.AuthUser, harness.AuthPassword) },
+	}
+	// allowHeader is what Istio's ext_authz sample allows.
+	allowHeader = &credential{
+		curl: "-H 'x-ext-authz: allow'",
+		set:  func(r *http.Request) { r.Header.Set("x-ext-authz", "allow") },
+	}
+)
+
+// allowed is what a request carries for the profiles' auth service to
+// allow it.
+func (p profiles) allowed() *credential {
+	switch {
+	case p.auth:
+		return basicAuth
+	case p.extAuthz:
+		return allowHeader
+	}
+	return nil
 }
 
 // curl is c as a shell line against the gateways' base URLs.
 func (c check) curl(urls []string) string {
 	user := ""
-	if c.auth {
-		user = fmt.Sprintf("-u %s:%s ", harness.AuthUser, harness.AuthPassword)
+	if c.cred != nil {
+		user = c.cred.curl + " "
 	}
 	if c.n <= 1 {
 		return fmt.Sprintf("curl -s -o /dev/null -w '%%{http_code}\\n' %s'%s%s'", user, urls[0], c.path)
@@ -93,7 +135,7 @@ func (c check) run(ctx context.Context, gateways []*gateway) ([]result, error) {
 		if c.n <= 1 {
 			g = gateways[0]
 		}
-		resp, err := send(ctx, g.url()+c.path, c.auth)
+		resp, err := send(ctx, g.url()+c.path, c.cred)
 		if err != nil {
 			return got, fmt.Errorf("request %d through %s: %w", i+1, g.name, err)
 		}
@@ -139,6 +181,10 @@ globalconfig is running against a local API server, and a real Envoy
 		fmt.Fprintf(w, "  rate limits:     envoyproxy/ratelimit as %s:%d (gRPC 127.0.0.1:%d), Redis; limits from the controller's --ratelimit-config-addr\n",
 			rateLimitHost, rateLimitPort, p.rls.GRPCPort)
 		fmt.Fprintf(w, "                   (service log: %s)\n", p.rls.Service.LogPath)
+	}
+	if p.extAuthz != nil {
+		fmt.Fprintf(w, "  auth:            Istio's ext_authz sample as %s:%d (gRPC 127.0.0.1:%d): allows a request with x-ext-authz: allow (log: %s)\n",
+			extAuthzHost, extAuthzPort, p.extAuthz.GRPCPort, p.extAuthz.LogPath)
 	}
 	if p.oauth2 != nil {
 		fmt.Fprintf(w, "  auth:            oauth2-proxy as %s:%d (127.0.0.1:%d), user %s, password %s (log: %s)\n",

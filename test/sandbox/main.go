@@ -26,7 +26,7 @@ import (
 func main() {
 	var o options
 	flag.StringVar(&o.controller, "controller", "bin/globalconfig", "the globalconfig binary to run")
-	with := flag.String("with", "", "profiles to add, comma-separated: ratelimit, auth")
+	with := flag.String("with", "", "profiles to add, comma-separated: ratelimit, and auth or extauthz")
 	started := flag.String("started", "", "when the command started (Unix seconds, as `date +%s.%N` prints): Ready counts from it, so it includes the build")
 	flag.Parse()
 	var err error
@@ -66,7 +66,7 @@ type options struct {
 
 // profiles are the optional services the sandbox starts.
 type profiles struct {
-	rateLimit, auth bool
+	rateLimit, auth, extAuthz bool
 }
 
 func (p profiles) String() string {
@@ -77,10 +77,14 @@ func (p profiles) String() string {
 	if p.auth {
 		names = append(names, "auth")
 	}
+	if p.extAuthz {
+		names = append(names, "extauthz")
+	}
 	return strings.Join(names, ",")
 }
 
-// parseProfiles reads --with: ratelimit, auth, or both, comma-separated.
+// parseProfiles reads --with: ratelimit, auth or extauthz, comma-separated
+// (auth and extauthz are two services for the one extAuth section).
 func parseProfiles(s string) (profiles, error) {
 	var p profiles
 	for _, name := range strings.Split(s, ",") {
@@ -90,9 +94,14 @@ func parseProfiles(s string) (profiles, error) {
 			p.rateLimit = true
 		case "auth":
 			p.auth = true
+		case "extauthz":
+			p.extAuthz = true
 		default:
-			return p, fmt.Errorf("WITH=%s: unknown profile %q; the profiles are ratelimit and auth (WITH=ratelimit,auth starts both)", s, name)
+			return p, fmt.Errorf("WITH=%s: unknown profile %q; the profiles are ratelimit, auth (oauth2-proxy) and extauthz (Istio's ext_authz sample), e.g. WITH=ratelimit,auth", s, name)
 		}
+	}
+	if p.auth && p.extAuthz {
+		return p, fmt.Errorf("WITH=%s: auth and extauthz both fill the document's one extAuth section: choose one", s)
 	}
 	return p, nil
 }

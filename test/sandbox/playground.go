@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,6 +28,8 @@ const (
 	rateLimitPort = 8081
 	oauth2Host    = "oauth2-proxy.oauth2-proxy.svc.cluster.local"
 	oauth2Port    = 4180
+	extAuthzHost  = "ext-authz.ext-authz.svc.cluster.local"
+	extAuthzPort  = 9000
 )
 
 // The playground's limit and opt-out, which the banner's curl lines show.
@@ -78,6 +79,7 @@ type playground struct {
 	istioctl string
 	rls      *harness.RateLimitService
 	oauth2   *harness.OAuth2Proxy
+	extAuthz *harness.ExtAuthz
 	checks   []check
 	started  time.Time
 }
@@ -120,6 +122,11 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 	if o.profiles.auth {
 		if _, err := harness.Binary(harness.EnvOAuth2Proxy); err != nil {
 			return nil, stop, fmt.Errorf("WITH=auth: %w", err)
+		}
+	}
+	if o.profiles.extAuthz {
+		if _, err := harness.Binary(harness.EnvExtAuthz); err != nil {
+			return nil, stop, fmt.Errorf("WITH=extauthz: %w", err)
 		}
 	}
 	backend, err := harness.StartBackend()
@@ -172,6 +179,16 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 		stops = append(stops, p.oauth2.Kill)
 		if err := cluster.CreateLoopbackService(ctx, oauth2Host, oauth2Port, p.oauth2.Port); err != nil {
 			return nil, stop, fmt.Errorf("oauth2-proxy service entry: %w", err)
+		}
+	}
+	if o.profiles.extAuthz {
+		p.step("starting Istio's ext_authz sample ...")
+		if p.extAuthz, err = harness.StartExtAuthz(ctx, dir); err != nil {
+			return nil, stop, err
+		}
+		stops = append(stops, p.extAuthz.Kill)
+		if err := cluster.CreateLoopbackService(ctx, extAuthzHost, extAuthzPort, p.extAuthz.GRPCPort); err != nil {
+			return nil, stop, fmt.Errorf("ext_authz service entry: %w", err)
 		}
 	}
 	sds, err := startSDS(dir)
@@ -236,7 +253,7 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 	// rollout then finds them, not an empty mesh.
 	for _, g := range p.gateways {
 		if !harness.Eventually(ctx, 60*time.Second, func() bool {
-			r, err := send(ctx, g.url()+"/echo", false)
+			r, err := send(ctx, g.url()+"/echo", nil)
 			return err == nil && r.StatusCode == http.StatusOK
 		}) {
 			return nil, stop, fmt.Errorf("the gateway %s does not serve %s:\n%s", g.name, g.url(), g.gw.Log(4000))
@@ -279,33 +296,33 @@ func start(ctx context.Context, o options, dir string) (_ *playground, stop func
 // and, with the profiles, the rate-limit service's answer (its headers)
 // and the auth service's refusal without credentials.
 func (p *playground) serves(ctx context.Context, g *gateway) bool {
-	r, err := send(ctx, g.url()+"/echo", p.o.profiles.auth)
+	r, err := send(ctx, g.url()+"/echo", p.o.profiles.allowed())
 	if err != nil || r.StatusCode != http.StatusOK {
 		return false
 	}
 	if p.o.profiles.rateLimit && r.Header.Get("x-ratelimit-limit") == "" {
 		return false
 	}
-	if p.o.profiles.auth {
-		r, err := send(ctx, g.url()+"/echo", false)
-		if err != nil || r.StatusCode != http.StatusUnauthorized {
+	if p.o.profiles.auth || p.o.profiles.extAuthz {
+		r, err := send(ctx, g.url()+"/echo", nil)
+		if err != nil || r.StatusCode != http.StatusUnauthorized && r.StatusCode != http.StatusForbidden {
 			return false
 		}
 	}
 	return true
 }
 
-// send makes a GET, with the basic-auth user's credentials when auth is
-// true, and returns the response, its body read and closed.
-func send(ctx context.Context, url string, auth bool) (*http.Response, error) {
+// send makes a GET carrying cred (none when nil) and returns the
+// response, its body read and closed.
+func send(ctx context.Context, url string, cred *credential) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	if auth {
-		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(harness.AuthUser+":"+harness.AuthPassword)))
+	if cred != nil {
+		cred.set(req)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -350,6 +367,12 @@ func (p *playground) wait(ctx context.Context, out io.Writer) error {
 			what string
 			p    *harness.Process
 		}{"oauth2-proxy", p.oauth2.Process})
+	}
+	if p.extAuthz != nil {
+		done = append(done, struct {
+			what string
+			p    *harness.Process
+		}{"the ext_authz sample", p.extAuthz.Process})
 	}
 	exited := make(chan int, len(done))
 	for i, d := range done {
@@ -468,6 +491,9 @@ func configMap(p profiles) ([]byte, error) {
 	if p.auth {
 		doc += authSection
 	}
+	if p.extAuthz {
+		doc += extAuthzSection
+	}
 	cm.Data[document.DataKey] = doc
 	return yaml.Marshal(&cm)
 }
@@ -500,6 +526,17 @@ var (
     paths: [/.well-known/acme-challenge, /oauth2, %s]
     hosts: [status.example.com]
 `, harness.AuthUser, oauth2Host, oauth2Port, publicPath)
+	extAuthzSection = fmt.Sprintf(`extAuth:
+  # WITH=extauthz: Istio's ext_authz sample on loopback checks every request
+  # over gRPC (it allows x-ext-authz: allow); the skipped paths and host
+  # pass unchecked.
+  service: %s
+  port: %d
+  protocol: grpc
+  skip:
+    paths: [/.well-known/acme-challenge, %s]
+    hosts: [status.example.com]
+`, extAuthzHost, extAuthzPort, publicPath)
 )
 
 // withoutSections removes top-level keys from a document, with their

@@ -38,7 +38,7 @@ func TestDocuments(t *testing.T) {
 			t.Errorf("the default document lost %q", kept)
 		}
 	}
-	for _, p := range []profiles{{}, {rateLimit: true}, {auth: true}, {rateLimit: true, auth: true}} {
+	for _, p := range []profiles{{}, {rateLimit: true}, {auth: true}, {rateLimit: true, auth: true}, {extAuthz: true}, {rateLimit: true, extAuthz: true}} {
 		doc, err := documentOf(p)
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +46,7 @@ func TestDocuments(t *testing.T) {
 		if _, err := document.Parse([]byte(doc)); err != nil {
 			t.Errorf("WITH=%s: the document does not parse: %v", p, err)
 		}
-		if p.rateLimit != strings.Contains(doc, "\nglobalRateLimit:") || p.auth != strings.Contains(doc, "\nextAuth:") {
+		if p.rateLimit != strings.Contains(doc, "\nglobalRateLimit:") || (p.auth || p.extAuthz) != strings.Contains(doc, "\nextAuth:") {
 			t.Errorf("WITH=%s: the document's sections don't match the profiles:\n%s", p, doc)
 		}
 	}
@@ -66,7 +66,8 @@ func documentOf(p profiles) (string, error) {
 
 func TestParseProfiles(t *testing.T) {
 	for in, want := range map[string]profiles{"": {}, "ratelimit": {rateLimit: true}, "auth": {auth: true},
-		"ratelimit,auth": {true, true}, " auth , ratelimit ": {true, true}} {
+		"ratelimit,auth": {rateLimit: true, auth: true}, " auth , ratelimit ": {rateLimit: true, auth: true},
+		"extauthz": {extAuthz: true}} {
 		got, err := parseProfiles(in)
 		if err != nil || got != want {
 			t.Errorf("WITH=%q: %+v, %v; want %+v", in, got, err, want)
@@ -75,19 +76,23 @@ func TestParseProfiles(t *testing.T) {
 	if _, err := parseProfiles("ratelimit,oauth"); err == nil || !strings.Contains(err.Error(), `"oauth"`) {
 		t.Errorf("WITH=ratelimit,oauth: %v, want an error naming oauth", err)
 	}
+	if _, err := parseProfiles("auth,extauthz"); err == nil || !strings.Contains(err.Error(), "one extAuth section") {
+		t.Errorf("WITH=auth,extauthz: %v, want an error: one extAuth section", err)
+	}
 }
 
 // The tools the playground runs; the test is skipped when their
 // environment is not set (go test outside make), and fails otherwise.
 var playgroundEnv = []string{
 	harness.EnvKubectl, harness.EnvPilotDiscovery, harness.EnvIstioctl, harness.EnvEnvoy, harness.EnvEnvoyVersion,
-	"GLOBALCONFIG_KUBE_APISERVER", "GLOBALCONFIG_ETCD", "GLOBALCONFIG_RATELIMIT", "GLOBALCONFIG_REDIS", harness.EnvOAuth2Proxy,
+	"GLOBALCONFIG_KUBE_APISERVER", "GLOBALCONFIG_ETCD", "GLOBALCONFIG_RATELIMIT", "GLOBALCONFIG_REDIS", harness.EnvOAuth2Proxy, harness.EnvExtAuthz,
 }
 
 // make run WITH=ratelimit,auth at Envoy 1.40 (the harness's newest): the
 // banner's curl lines answer what they promise (a 429 shared by both
 // gateways, 401 without credentials, 200 with them, 200 on the opted-out
-// path); plain make run's status is Applied with no warning (its document
+// path); WITH=extauthz's too (403, 200 with x-ext-authz: allow, 200 opted
+// out); plain make run's status is Applied with no warning (its document
 // names no Service the sandbox lacks). Either way, cancelling the context
 // (what Ctrl-C does) stops every process the sandbox started and removes
 // its folder.
@@ -155,6 +160,24 @@ func TestPlayground(t *testing.T) {
 				t.Errorf("one more request to %s: %d %v %s; want 429 with x-envoy-ratelimited, x-ratelimit-limit, x-ratelimit-remaining: 0 and the example's JSON body", sharedPath, r.StatusCode, r.Header, body)
 			}
 			wantStatus(ctx, t, p, []string{"globalRateLimit", "extAuth"})
+		})
+	})
+	t.Run("extauthz", func(t *testing.T) {
+		tryPlayground(t, bin, profiles{extAuthz: true}, func(ctx context.Context, p *playground, banner string) {
+			if len(p.gateways) != 1 || len(p.checks) != 3 {
+				t.Errorf("%d gateways, %d curl lines; want 1 and 3: 403, 200 with x-ext-authz: allow, 200 opted out", len(p.gateways), len(p.checks))
+			}
+			for _, c := range p.checks {
+				if !strings.Contains(banner, c.curl([]string{p.gateways[0].url()})) {
+					t.Errorf("the banner lacks %q", c.curl([]string{p.gateways[0].url()}))
+				}
+				got, err := c.run(ctx, p.gateways)
+				if err != nil {
+					t.Error(err)
+				}
+				t.Logf("%s: %v", c.what, got)
+			}
+			wantStatus(ctx, t, p, []string{"extAuth"})
 		})
 	})
 }
