@@ -16,7 +16,9 @@
 #   make tools     build or install every tool the tests run, into a cache
 #                  outside the checkout (make test and test-one do it)
 #   make run       the main job: a local API server, the example ConfigMap
-#                  and the controller keeping its EnvoyFilters (Ctrl-C stops)
+#                  and the controller keeping its EnvoyFilters (Ctrl-C stops
+#                  and cleans up); make run WITH=ratelimit,auth adds the
+#                  rate-limit and auth services and a second gateway
 #   make bench     benchmarks, figures printed
 #   make bench-fleet  the fleet-scale figures: 250, 500 and 1,000 proxies
 #                  on a real istiod (under 15 minutes)
@@ -142,8 +144,26 @@ test-one: tools
 test-env:
 	@$(foreach v,$(sort $(filter GLOBALCONFIG_%,$(.VARIABLES))),echo "export $(v)='$($(v))'";)
 
-run: build kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) envoy-tools
-	$(GO) run ./test/sandbox --controller $(BIN)/globalconfig
+# make run WITH=ratelimit,auth adds the real services the example's
+# globalRateLimit and extAuth send to (docs/playground.md): ratelimit
+# (envoyproxy/ratelimit, Redis, a second gateway), auth (oauth2-proxy) or
+# extauthz (Istio's ext_authz sample, gRPC).
+# RUN_STARTED is taken when make reads this file, before any build, so
+# the sandbox's "Ready in" counts the builds too.
+WITH ?=
+comma := ,
+RUN_PROFILES := $(subst $(comma), ,$(WITH))
+RUN_TOOLS := kube-tools $(PILOT_DISCOVERY) $(ISTIOCTL) envoy-tools \
+	$(if $(filter ratelimit,$(RUN_PROFILES)),ratelimit-tools) $(if $(filter auth,$(RUN_PROFILES)),$(OAUTH2_PROXY)) \
+	$(if $(filter extauthz,$(RUN_PROFILES)),$(EXTAUTHZ))
+ifneq ($(filter run,$(MAKECMDGOALS)),)
+RUN_STARTED := $(shell date +%s.%N)
+endif
+run: $(RUN_TOOLS)
+	@echo 'building $(BIN)/globalconfig and $(BIN)/sandbox: go build -v lists each package it compiles (several minutes on a fresh clone; nothing when the build cache is warm) ...'
+	@$(GO) build -v -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/globalconfig ./cmd/globalconfig
+	@$(GO) build -v -o $(BIN)/sandbox ./test/sandbox
+	@$(BIN)/sandbox --controller $(BIN)/globalconfig --with '$(WITH)' $(if $(RUN_STARTED),--started $(RUN_STARTED))
 
 # Unit benchmarks, then the integration and end-to-end benchmarks against
 # the real components; the integration and end-to-end sections are written to
