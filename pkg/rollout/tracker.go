@@ -307,9 +307,9 @@ func (t *Tracker) Status() *Status {
 	return t.status
 }
 
-// Run polls until ctx ends: every FastPoll while a proxy is Pending or
-// istiod did not answer, every SlowPoll otherwise, and at once after
-// Track.
+// Run polls until ctx ends: every FastPoll while a proxy is Pending, no
+// proxy is reached yet, or istiod did not answer, every SlowPoll
+// otherwise, and at once after Track.
 func (t *Tracker) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -367,7 +367,10 @@ func (t *Tracker) Poll(ctx context.Context) time.Duration {
 			return WatchEvery
 		}
 	}
-	if st.Pending > 0 || len(st.Unreachable()) > 0 || len(st.Istiod) == 0 {
+	// No proxy reached yet is a fleet still connecting as often as an
+	// empty one: a gateway that connects just after the set is counted
+	// within FastPoll, not SlowPoll.
+	if st.Pending > 0 || len(st.Unreachable()) > 0 || len(st.Istiod) == 0 || st.Selected == 0 {
 		return FastPoll
 	}
 	return SlowPoll

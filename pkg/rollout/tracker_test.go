@@ -702,3 +702,23 @@ func TestPushInFlightWhenTheSetLands(t *testing.T) {
 		t.Fatalf("the set's push 7: %+v", st.Proxies)
 	}
 }
+
+// A set no proxy has yet (the gateways still connecting) is asked about
+// again within FastPoll: a proxy that connects just after the set is
+// counted within a second, not after SlowPoll.
+func TestNoProxyYetPollsFast(t *testing.T) {
+	srv := newIstiod(t)
+	srv.set(setV1)
+	tr := NewTracker(Static{srv.URL}, &Client{}, time.Minute)
+	tr.now = func() time.Time { return since.Add(2 * time.Second) }
+	tr.Track(generation("v1", setV1))
+	tr.Poll(context.Background())
+	if next := tr.Poll(context.Background()); next != FastPoll {
+		t.Errorf("no proxy yet: next poll in %v, want %v", next, FastPoll)
+	}
+	srv.set(setV1, proxy("router~1~gw-0.istio-system~x", 4))
+	tr.Poll(context.Background())
+	if next := tr.Poll(context.Background()); next != SlowPoll {
+		t.Errorf("the gateway synced: next poll in %v, want %v", next, SlowPoll)
+	}
+}
