@@ -96,6 +96,7 @@ var deliberate = []struct {
 	rule(`extAuth\.addHeaders\..*`, `must be a valid HTTP header name|must be lower case|content-length is Envoy's`, "Envoy loads such a header into the check, but HTTP/2 peers refuse upper case and non-token names, and Envoy sets the check's content-length itself"),
 	rule(`extAuth\.failureStatus`, `must be one of`, "a failed check answered with a status below 400 would tell the client its request went through or moved"),
 	rule(`extAuth\.timeout`, `must be between`, "every request waits for the check: more than a minute is an outage, not a timeout"),
+	rule(`(accessLog\.json|customErrors\.(localReplies|upstream)\[\d+\]\.json).*`, `has an empty key`, "a field with no name: a log line or error body whose reader can't look the value up by it"),
 	rule(`extAuth\.signIn\.(url|redirectParam)`, `must be an absolute|must not hold|must be a query parameter name`, "browsers follow only an http(s) URL or a path, and the original URL is added to it unescaped: a fragment, a space or a parameter name with other characters breaks the redirect"),
 }
 

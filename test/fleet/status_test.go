@@ -21,8 +21,8 @@ import (
 
 // syntheticIstiod answers the tracker as an istiod with n connected
 // proxies would: /debug/syncz and /debug/configz (no other endpoint).
-// Before load, its store lacks the set and every proxy ACKed push 100;
-// after, the store holds it and push 101 went out: most proxies ACKed it,
+// Before hold, its store lacks the set and every proxy ACKed push 100;
+// after hold, the store holds it, and after push, push 101 went out: most proxies ACKed it,
 // some NACKed it, some did not answer yet.
 type syntheticIstiod struct {
 	*httptest.Server
@@ -65,11 +65,20 @@ func newSyntheticIstiod(n int) *syntheticIstiod {
 	return s
 }
 
-// load makes the store hold set and push it.
-func (s *syntheticIstiod) load(set map[string]string, n int) {
+// hold makes the store hold set, before any push carries it: istiod
+// pushes a change no sooner than its quiet period after it reached the
+// store.
+func (s *syntheticIstiod) hold(set map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held, s.proxies = set, syntheticProxies(n, true)
+	s.held = set
+}
+
+// push sends push 101, which carries what the store holds.
+func (s *syntheticIstiod) push(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proxies = syntheticProxies(n, true)
 }
 
 func nonce(push int) string {
@@ -124,7 +133,9 @@ func trackedStatus(ctx context.Context, base *status.Status, n int) (*status.Sta
 	tr.Track(rollout.Generation{Version: "synthetic", Since: time.Date(2026, 11, 26, 9, 59, 0, 0, time.UTC),
 		Scope: rollout.ScopeOf(objs, "istio-system"), Contents: set})
 	tr.Poll(ctx)
-	ist.load(set, n)
+	ist.hold(set)
+	tr.Poll(ctx) // the store holds the set, and push 100 was sent before
+	ist.push(n)
 	tr.Poll(ctx)
 	st := tr.Status()
 	if st == nil {
