@@ -126,11 +126,12 @@ vet:
 # servers (test/...: kube-apiserver, istiod, Envoy) run without it, so that
 # the whole run fits in 10 minutes on 2 cores (the controller they start is
 # then built without it too; its concurrency is raced in pkg/...).
+# test/proxy, the longest, is listed first so that it starts first.
 # test-race runs every suite with it, as make test did before.
 UNIT_PKGS = ./cmd/... ./envoyfilter/... ./internal/... ./items/... ./pkg/...
 test: vet tools
 	$(GO) test -race -count=1 -timeout 30m $(UNIT_PKGS)
-	$(GO) test -count=1 -timeout 30m ./test/...
+	$(GO) test -count=1 -timeout 30m ./test/proxy ./test/...
 
 test-race: vet tools
 	$(GO) test -race -count=1 -timeout 30m ./...
