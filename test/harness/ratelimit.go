@@ -41,6 +41,46 @@ type RateLimitService struct {
 // (GLOBALCONFIG_RATELIMIT) reading from both, and waits until the service
 // answers. Counters are kept apart from any other run by a key prefix.
 func StartRateLimitService(ctx context.Context, dir string) (*RateLimitService, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cfg := rlsconfig.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := grpc.NewServer()
+	cfg.Register(srv)
+	go func() { _ = srv.Serve(ln) }()
+	// The service starts once it has a configuration: an empty one.
+	if _, err := cfg.Publish(nil); err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	r, err := startRateLimit(ctx, dir, ln.Addr().String(), "globalconfig-test", 0,
+		"CACHE_KEY_PREFIX="+strconv.FormatInt(time.Now().UnixNano(), 36)+"_")
+	if err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	r.Config, r.grpc = cfg, srv
+	return r, nil
+}
+
+// StartRateLimitServiceFrom starts Redis (GLOBALCONFIG_REDIS) and the
+// rate-limit service (GLOBALCONFIG_RATELIMIT) configured over xDS by the
+// server at configAddr (host:port): a controller's own
+// --ratelimit-config-addr, as deploy/examples/ratelimit wires it. The
+// service starts once that server has served it a configuration (the
+// controller does once it has applied a document), so start the
+// controller first; Config is nil (the controller publishes the limits).
+// The service's gRPC port is grpcPort, or one picked free when 0 (a port
+// known in advance lets a ServiceEntry name it before the service runs).
+func StartRateLimitServiceFrom(ctx context.Context, dir, configAddr string, grpcPort int) (*RateLimitService, error) {
+	return startRateLimit(ctx, dir, configAddr, "globalconfig-sandbox", grpcPort)
+}
+
+// startRateLimit starts Redis and the rate-limit service configured by
+// the xDS server at configAddr as node nodeID, on gRPC port grpcPort (a
+// free one when 0), with env added to its environment.
+func startRateLimit(ctx context.Context, dir, configAddr, nodeID string, grpcPort int, env ...string) (*RateLimitService, error) {
 	redis, bin := os.Getenv("GLOBALCONFIG_REDIS"), os.Getenv("GLOBALCONFIG_RATELIMIT")
 	if redis == "" || bin == "" {
 		return nil, toolcache.Unset("the rate-limit service and Redis", "GLOBALCONFIG_REDIS", "GLOBALCONFIG_RATELIMIT")
@@ -55,20 +95,6 @@ func StartRateLimitService(ctx context.Context, dir string) (*RateLimitService, 
 		r.Close()
 		return nil, fmt.Errorf("redis: no socket %s:\n%s", sock, r.Redis.Log(2000))
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	r.Config = rlsconfig.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	r.grpc = grpc.NewServer()
-	r.Config.Register(r.grpc)
-	go func() { _ = r.grpc.Serve(ln) }()
-	// The service starts once it has a configuration: an empty one.
-	if _, err := r.Config.Publish(nil); err != nil {
-		r.Close()
-		return nil, err
-	}
 	ports := make([]int, 3)
 	for i := range ports {
 		if ports[i], err = FreePort(); err != nil {
@@ -77,19 +103,21 @@ func StartRateLimitService(ctx context.Context, dir string) (*RateLimitService, 
 		}
 	}
 	r.HTTPPort, r.GRPCPort = ports[0], ports[1]
-	r.env = []string{
+	if grpcPort != 0 {
+		r.GRPCPort = grpcPort
+	}
+	r.env = append([]string{
 		"USE_STATSD=false", "DISABLE_STATS=true", "LOG_LEVEL=warn",
 		"REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + sock,
 		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(r.HTTPPort),
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(r.GRPCPort),
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(ports[2]),
-		"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL=" + ln.Addr().String(),
-		"CONFIG_GRPC_XDS_NODE_ID=globalconfig-test",
+		"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL=" + configAddr,
+		"CONFIG_GRPC_XDS_NODE_ID=" + nodeID,
 		// A reconnect after a configuration server restart comes in a
 		// second, not the service's default 10 s.
 		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=1s",
-		"CACHE_KEY_PREFIX=" + strconv.FormatInt(time.Now().UnixNano(), 36) + "_",
-	}
+	}, env...)
 	if err := r.StartService(ctx); err != nil {
 		r.Close()
 		return nil, err
