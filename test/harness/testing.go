@@ -58,14 +58,26 @@ func (c *Cluster) RunController(t testing.TB, bin string, args ...string) *Contr
 // in the mesh as host:port (HTTP), with a ServiceEntry in Namespace: the
 // outbound cluster gets the name a Service would give it.
 func (c *Cluster) CreateLoopbackService(ctx context.Context, host string, port uint32, loopbackPort int) error {
+	return c.CreateServiceEntry(ctx, host, port, "HTTP", loopbackPort)
+}
+
+// CreateServiceEntry puts host:port in the mesh with a ServiceEntry in
+// Namespace speaking protocol (HTTP, GRPC), its endpoints 127.0.0.1 at
+// each of loopbackPorts; none gives a cluster with no endpoint.
+func (c *Cluster) CreateServiceEntry(ctx context.Context, host string, port uint32, protocol string, loopbackPorts ...int) error {
+	name := strings.ToLower(protocol)
+	var endpoints []*networkingv1.WorkloadEntry
+	for _, p := range loopbackPorts {
+		endpoints = append(endpoints, &networkingv1.WorkloadEntry{Address: "127.0.0.1", Ports: map[string]uint32{name: uint32(p)}})
+	}
 	se := &clientnetworkingv1.ServiceEntry{
 		ObjectMeta: metav1.ObjectMeta{Name: host, Namespace: Namespace},
 		Spec: networkingv1.ServiceEntry{
 			Hosts:      []string{host},
 			Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
 			Resolution: networkingv1.ServiceEntry_STATIC,
-			Ports:      []*networkingv1.ServicePort{{Number: port, Name: "http", Protocol: "HTTP"}},
-			Endpoints:  []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"http": uint32(loopbackPort)}}},
+			Ports:      []*networkingv1.ServicePort{{Number: port, Name: name, Protocol: protocol}},
+			Endpoints:  endpoints,
 		},
 	}
 	_, err := c.Istio.NetworkingV1().ServiceEntries(Namespace).Create(ctx, se, metav1.CreateOptions{})

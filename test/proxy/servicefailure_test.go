@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	networkingv1 "istio.io/api/networking/v1"
-	clientnetworkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istiofake "istio.io/client-go/pkg/clientset/versioned/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -37,28 +35,18 @@ type serviceFailure struct {
 var serviceFailures = []serviceFailure{
 	{"missing", func(context.Context, *testing.T, string, uint32) {}},
 	{"no-endpoints", func(ctx context.Context, t *testing.T, host string, port uint32) {
-		serviceEntry(ctx, t, host, port, nil)
+		serviceEntry(ctx, t, host, port)
 	}},
 	{"refused", func(ctx context.Context, t *testing.T, host string, port uint32) {
-		serviceEntry(ctx, t, host, port, []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"p": uint32(closedPort(t))}}})
+		serviceEntry(ctx, t, host, port, closedPort(t))
 	}},
 }
 
-// serviceEntry puts host:port in the mesh with endpoints (none: a cluster
-// with no host), until the test ends.
-func serviceEntry(ctx context.Context, t *testing.T, host string, port uint32, endpoints []*networkingv1.WorkloadEntry) {
+// serviceEntry puts host:port (gRPC) in the mesh with endpoints at the
+// loopback ports (none: a cluster with no host), until the test ends.
+func serviceEntry(ctx context.Context, t *testing.T, host string, port uint32, loopbackPorts ...int) {
 	t.Helper()
-	se := &clientnetworkingv1.ServiceEntry{
-		ObjectMeta: metav1.ObjectMeta{Name: host, Namespace: ns},
-		Spec: networkingv1.ServiceEntry{
-			Hosts:      []string{host},
-			Location:   networkingv1.ServiceEntry_MESH_INTERNAL,
-			Resolution: networkingv1.ServiceEntry_STATIC,
-			Ports:      []*networkingv1.ServicePort{{Number: port, Name: "p", Protocol: "GRPC"}},
-			Endpoints:  endpoints,
-		},
-	}
-	if _, err := cluster.Istio.NetworkingV1().ServiceEntries(ns).Create(ctx, se, metav1.CreateOptions{}); err != nil {
+	if err := cluster.CreateServiceEntry(ctx, host, port, "GRPC", loopbackPorts...); err != nil {
 		t.Fatalf("service entry %s: %v", host, err)
 	}
 	t.Cleanup(func() {
@@ -294,7 +282,7 @@ func TestStatusFollowsRateLimitService(t *testing.T) {
 	const host = "ratelimit-status.failing.svc.cluster.local"
 	create := func() {
 		t.Helper()
-		serviceEntry(ctx, t, host, rateLimitPort, []*networkingv1.WorkloadEntry{{Address: "127.0.0.1", Ports: map[string]uint32{"p": uint32(rls.GRPCPort)}}})
+		serviceEntry(ctx, t, host, rateLimitPort, rls.GRPCPort)
 	}
 	create()
 	startController(ctx, t, "--istiod-debug-url=http://"+istiod.HTTPAddr)
