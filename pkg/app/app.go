@@ -46,6 +46,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
+	"github.com/globalconfig/globalconfig/pkg/members"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rlsconfig"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
@@ -102,6 +103,10 @@ type Options struct {
 	// RateLimitConfigAddr, when set, serves the rate-limit service the
 	// limits of the set the proxies have (globalRateLimit) over xDS there.
 	RateLimitConfigAddr string
+	// MemberSecrets watches the member Secrets in the ConfigMap's
+	// namespace (pkg/members) and delivers the set to every member
+	// cluster they name too (kube sink).
+	MemberSecrets bool
 }
 
 // RolloutOptions configure rollout tracking: which istiod instances are
@@ -376,7 +381,17 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 			return webhook.Guard(ctx, kube, opts.Webhook.ConfigName, cm)
 		}
 	}
+	cfg.Resync = opts.Resync
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
+	if opts.MemberSecrets {
+		if !opts.Sink.Kube() {
+			return fmt.Errorf("--member-secrets needs the kube sink: over MCP, each member's istiod reads its config source itself (docs/operations.md#multi-cluster)")
+		}
+		w := members.NewWatcher(kube, cfg.Namespace, ctrl.HomeName(), opts.Resync)
+		w.Log = log
+		w.OnChange = func(ms []members.Member, problems []members.Problem) { ctrl.SetMembers(ctx, ms, problems) }
+		go w.Run(ctx)
+	}
 	if resolver != nil {
 		// A Service or ServiceEntry the document's items send to that
 		// comes or goes is in the status within seconds.

@@ -13,6 +13,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/app"
 	"github.com/globalconfig/globalconfig/pkg/facts"
+	"github.com/globalconfig/globalconfig/pkg/members"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 )
@@ -97,6 +98,8 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	fs.StringVar(&o.Envoy, "envoy", "", "the fleet's Envoy binary (istio-proxy's, from the istio/proxyv2 image): the webhook loads the output of every edit that changes the EnvoyFilters into it in validate mode and refuses what Envoy refuses; needs --webhook-addr")
 	fs.DurationVar(&o.EnvoyTimeout, "envoy-timeout", webhook.DefaultEnvoyTimeout, "how long one review may wait for the Envoy check; keep it under the webhook configuration's timeoutSeconds (5 in deploy/). An edit the check can't judge in time (or that crashes Envoy) is admitted on globalconfig's own validation, with a warning")
 	fs.StringVar(&o.RateLimitConfigAddr, "ratelimit-config-addr", "", "serve the rate-limit service (envoyproxy/ratelimit, CONFIG_TYPE=GRPC_XDS_SOTW) the globalRateLimit limits of the set the proxies have, over xDS at this address, e.g. :18000")
+	fs.StringVar(&o.Controller.ClusterName, "cluster-name", members.DefaultHome, "the name of the cluster the controller runs in (istiod's CLUSTER_ID there): what target.clusters and the status call it")
+	fs.BoolVar(&o.MemberSecrets, "member-secrets", false, "deliver to the member clusters that Secrets labelled "+members.LabelMember+"=true in the ConfigMap's namespace name (kubeconfigs in Istio's remote-secret format), watched at runtime; needs list and watch on secrets there")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	return o, cm, level
 }

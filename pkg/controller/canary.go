@@ -9,7 +9,6 @@ import (
 
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/canary"
@@ -200,15 +199,12 @@ func (c *Controller) live() ([]*envoyfilter.Object, error) {
 		}
 		return c.cfg.Live(), nil
 	}
-	listed, err := c.envoyFilters.List(labels.SelectorFromSet(labels.Set{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}))
+	listed, err := c.home.listed()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*envoyfilter.Object, 0, len(listed))
 	for _, l := range listed {
-		if obj, ok, err := c.written.GetByKey(l.Namespace + "/" + l.Name); err == nil && ok {
-			l = obj.(*clientnetworking.EnvoyFilter)
-		}
 		o, err := objectOf(l)
 		if err != nil {
 			return nil, err

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions/networking/v1alpha3"
 	istiolisters "istio.io/client-go/pkg/listers/networking/v1alpha3"
@@ -27,10 +26,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/decide"
+	"github.com/globalconfig/globalconfig/pkg/members"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
@@ -82,6 +81,18 @@ type Config struct {
 	// phase's traffic gate (rollout.analysis). Set its OnChange to the
 	// controller's Enqueue.
 	Traffic *rollout.TrafficGate
+	// ClusterName is the home cluster's name (members.DefaultHome when
+	// empty): what target.clusters and the status call it.
+	ClusterName string
+	// MembersChanged, when set, is told the member clusters whenever the
+	// member Secrets change (after the controller took them on): the
+	// renderer's known cluster names, the tracker's istiod sources.
+	MembersChanged func([]members.Member)
+	// MemberClient builds a member's Istio client (tests: fakes);
+	// istioclient.NewForConfig of its REST config when nil.
+	MemberClient func(members.Member) (istioclient.Interface, error)
+	// Resync is the members' informers' resync period.
+	Resync time.Duration
 }
 
 // The sinks Config.Sink names.
@@ -114,18 +125,12 @@ type Controller struct {
 
 	configMaps   corelisters.ConfigMapLister
 	envoyFilters istiolisters.EnvoyFilterLister
-	// written is the EnvoyFilter cache overlaid with the objects our own
-	// applies returned, newer by resourceVersion: a sync that runs before
-	// the informer shows our write does not write again.
-	written cache.MutationCache
-	// created are the objects our applies created, by key, until the
-	// informer shows them. The cache alone can't tell "not seen yet" from
-	// "deleted since"; the informer's resourceVersion can: an object
-	// missing from a cache that has seen everything up to the create's
-	// resourceVersion was deleted since, and is created again.
-	created  map[string]*clientnetworking.EnvoyFilter
-	cacheRev func() string
-	synced   []cache.InformerSynced
+	// home is the home cluster as a delivery target: its EnvoyFilter
+	// cache, with the objects our own applies returned.
+	home *clusterTarget
+	// members are the member clusters (clusters.go).
+	members memberSet
+	synced  []cache.InformerSynced
 
 	// queue is the work queue of the current leadership term; nil while
 	// not leading, so followers' informers only keep their caches warm.
@@ -148,11 +153,8 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 		renderer:     cfg.Renderer,
 		configMaps:   configMaps.Lister(),
 		envoyFilters: envoyFilters.Lister(),
-		written: cache.NewIntegerResourceVersionMutationCache(klog.Background(),
-			envoyFilters.Informer().GetStore(), nil, writeMemory, false),
-		created:  map[string]*clientnetworking.EnvoyFilter{},
-		cacheRev: envoyFilters.Informer().LastSyncResourceVersion,
 	}
+	c.home = newClusterTarget(c.homeName(), istio, envoyFilters.Informer())
 	if c.renderer == nil {
 		c.renderer = render.New()
 	}

@@ -49,6 +49,7 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 	c.reportAdmission(ctx, cm, st)
 	c.reportRollout(cm, st)
 	c.reportRefusal(st, d)
+	c.reportMembers(cm, st)
 	if len(writes) > 0 {
 		// The item diff says why, the writes what: a drift repair has no
 		// item change but writes.
@@ -92,6 +93,7 @@ func notInEffectMessage(items []status.Problem) string {
 func (c *Controller) statusOf(d decide.Decision) *status.Status {
 	st := status.New(status.Applied)
 	st.Sink = c.cfg.Sink
+	st.Clusters = c.clustersStatus()
 	st.Warnings = status.Problems(d.Warnings, c.scrub)
 	if d.Valid() {
 		st.NotInEffect = notInEffect(st.Warnings)

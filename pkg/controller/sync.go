@@ -9,11 +9,9 @@ import (
 	"strings"
 	"time"
 
-	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/decide"
@@ -74,6 +72,9 @@ type state struct {
 	phaseFailed bool
 	// fence says the writes of this delivery are fenced by the status.
 	fence bool
+	// membersWarned is the member clusters the last MemberNotReached
+	// Event named, with their errors ("" when every member was reached).
+	membersWarned string
 	// canary is the rollout's state (canary.go).
 	canary canaryState
 }
@@ -173,6 +174,11 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if d.Deliver() {
+		// A member the set did not reach is retried with backoff: one
+		// that comes back converges without an edit.
+		return c.membersErr()
+	}
 	return nil
 }
 
@@ -254,39 +260,21 @@ func (c *Controller) reportDeleted(ctx context.Context, d decide.Decision, write
 	return c.writeStatus(ctx, st)
 }
 
-// kubeSink is the kube sink: EnvoyFilter objects in the cluster.
+// kubeSink is the kube sink: EnvoyFilter objects in the home cluster and
+// in every member (clusters.go).
 type kubeSink struct{ c *Controller }
 
 func (k kubeSink) Deliver(ctx context.Context, set []*envoyfilter.Object) ([]string, error) {
-	return k.c.converge(ctx, set)
+	return k.c.deliverClusters(ctx, set)
 }
 
-// converge makes the live managed EnvoyFilters equal to desired and says
-// what it wrote. It writes nothing when they already are.
-func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object) ([]string, error) {
-	listed, err := c.envoyFilters.List(labels.SelectorFromSet(labels.Set{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}))
+// converge makes the live managed EnvoyFilters of cluster t equal to
+// desired and says what it wrote. It writes nothing when they already
+// are.
+func (c *Controller) converge(ctx context.Context, t *clusterTarget, desired []*envoyfilter.Object) ([]string, error) {
+	live, err := t.live()
 	if err != nil {
-		return nil, fmt.Errorf("list envoyfilters: %w", err)
-	}
-	live := map[string]*clientnetworking.EnvoyFilter{}
-	for _, l := range listed {
-		key := l.Namespace + "/" + l.Name
-		// The newer of the cache and our own last write.
-		if obj, ok, err := c.written.GetByKey(key); err == nil && ok {
-			l = obj.(*clientnetworking.EnvoyFilter)
-		}
-		live[key] = l
-		delete(c.created, key)
-	}
-	for key, obj := range c.created {
-		if _, ok := live[key]; ok {
-			continue
-		}
-		if olderThan(c.cacheRev(), obj.ResourceVersion) {
-			live[key] = obj // created by us; the cache hasn't seen it yet
-		} else {
-			delete(c.created, key) // seen, and deleted since
-		}
+		return nil, err
 	}
 	var writes []string
 	planned := plan.Writes(desired, live)
@@ -294,6 +282,7 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 		if err := c.fenceStatus(ctx); err != nil {
 			return nil, err
 		}
+		c.st.fence = false // once per delivery, before its first write
 	}
 	for _, w := range planned {
 		switch w.Action {
@@ -314,17 +303,13 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 				return writes, fmt.Errorf("encode envoyfilter %s: %w", w.Key, err)
 			}
 			force := true
-			applied, err := c.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Patch(ctx, w.Name(),
+			applied, err := t.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Patch(ctx, w.Name(),
 				"application/apply-patch+yaml", body, metav1.PatchOptions{FieldManager: c.cfg.FieldManager, Force: &force})
 			if err != nil {
 				return writes, fmt.Errorf("apply envoyfilter %s: %w", w.Key, err)
 			}
 			c.metrics.APIWrites.WithLabelValues("apply", "envoyfilters").Inc()
-			if w.Action == plan.Update {
-				c.written.Mutation(applied)
-			} else {
-				c.created[w.Key] = applied
-			}
+			t.wrote(w.Key, w.Action == plan.Update, applied)
 		case plan.Delete:
 			if err := c.fenced(); err != nil {
 				return writes, err
@@ -334,7 +319,7 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 			if rv != "" {
 				pre.ResourceVersion = &rv
 			}
-			err := c.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Delete(ctx, w.Name(), metav1.DeleteOptions{Preconditions: pre})
+			err := t.istio.NetworkingV1alpha3().EnvoyFilters(w.Namespace()).Delete(ctx, w.Name(), metav1.DeleteOptions{Preconditions: pre})
 			switch {
 			case apierrors.IsNotFound(err):
 				// Gone already: deleted by us a moment ago (the cache
@@ -344,7 +329,7 @@ func (c *Controller) converge(ctx context.Context, desired []*envoyfilter.Object
 				return writes, fmt.Errorf("delete envoyfilter %s: %w", w.Key, err)
 			}
 			c.metrics.APIWrites.WithLabelValues("delete", "envoyfilters").Inc()
-			delete(c.created, w.Key)
+			t.deleted(w.Key)
 		}
 		writes = append(writes, w.Action.Past()+" "+w.Key)
 	}

@@ -124,6 +124,35 @@ type Status struct {
 	// (Canary.Strategy Direct); nil when the last change went out
 	// directly and was not refused.
 	Canary *canary.Record `json:"canary,omitempty"`
+	// Clusters are the config clusters the set goes to, while member
+	// Secrets exist (or existed since the controller started): the home
+	// cluster first, then every member by name, then each member Secret
+	// that gives no member. Absent on a single-cluster install.
+	Clusters []Cluster `json:"clusters,omitempty"`
+}
+
+// Cluster is one config cluster the controller delivers to.
+type Cluster struct {
+	// Name is the cluster's name (the home cluster's --cluster-name, a
+	// member's from its Secret): what target.clusters names. Empty for a
+	// member Secret that names no cluster.
+	Name string `json:"name,omitempty"`
+	// Home says this is the cluster the controller runs in.
+	Home bool `json:"home,omitempty"`
+	// Secret is the member Secret, namespace/name.
+	Secret string `json:"secret,omitempty"`
+	// Reachable says the last delivery to the cluster succeeded.
+	Reachable bool `json:"reachable"`
+	// Error says why the last delivery failed (naming the verb and the
+	// resource the API server refused), why the Secret gives no member,
+	// or that nothing was delivered yet.
+	Error string `json:"error,omitempty"`
+	// Set is the hash of the set the cluster holds (its part of it:
+	// target.clusters), Objects how many EnvoyFilters that part has, and
+	// Since when the cluster got it.
+	Set     string     `json:"set,omitempty"`
+	Objects int        `json:"objects"`
+	Since   *time.Time `json:"since,omitempty"`
 }
 
 // LastGood is the stored last good document as the controller knows it.
