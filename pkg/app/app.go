@@ -227,9 +227,15 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	// and the webhook decide through the same cache of built items.
 	renderer := render.New()
 	var resolver *facts.Resolver
+	var clusterFacts *facts.Clusters
 	if opts.ServiceFacts {
 		resolver = &facts.Resolver{Kube: kube, Istio: istio, Domain: opts.ClusterDomain}
 		renderer.SetFacts(resolver)
+		if opts.MemberSecrets {
+			// Every member's Services and ServiceEntries too.
+			clusterFacts = &facts.Clusters{Home: resolver, HomeName: homeName(cfg)}
+			renderer.SetFacts(clusterFacts)
+		}
 	}
 	cfg.Renderer = renderer
 	opts.Webhook.Renderer = renderer
@@ -382,11 +388,17 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		}
 	}
 	cfg.Resync = opts.Resync
+	var follow *memberFollower
+	if opts.MemberSecrets {
+		follow = &memberFollower{ctx: ctx, facts: clusterFacts, domain: opts.ClusterDomain, log: log, running: map[string]runningMember{}}
+		cfg.MembersChanged = follow.changed
+	}
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
 	if opts.MemberSecrets {
 		if !opts.Sink.Kube() {
 			return fmt.Errorf("--member-secrets needs the kube sink: over MCP, each member's istiod reads its config source itself (docs/operations.md#multi-cluster)")
 		}
+		follow.enqueue = ctrl.Enqueue
 		w := members.NewWatcher(kube, cfg.Namespace, ctrl.HomeName(), opts.Resync)
 		w.Log = log
 		w.OnChange = func(ms []members.Member, problems []members.Problem) { ctrl.SetMembers(ctx, ms, problems) }
@@ -686,4 +698,76 @@ func serve(opts Options, reg *prometheus.Registry, ctrl *controller.Controller, 
 		return nil, err
 	}
 	return stop, nil
+}
+
+func homeName(cfg controller.Config) string {
+	if cfg.ClusterName != "" {
+		return cfg.ClusterName
+	}
+	return members.DefaultHome
+}
+
+// memberFollower keeps what the process reads of each member cluster
+// besides its EnvoyFilters (the controller's): its Services and
+// ServiceEntries for the items' service facts. Each member's watches run
+// until it goes or its Secret changes.
+type memberFollower struct {
+	ctx     context.Context
+	facts   *facts.Clusters
+	domain  string
+	log     *slog.Logger
+	enqueue func()
+	running map[string]runningMember
+}
+
+type runningMember struct {
+	fingerprint string
+	stop        context.CancelFunc
+}
+
+// changed is controller.Config.MembersChanged: called from the member
+// Secrets' watcher, one call at a time.
+func (f *memberFollower) changed(ms []members.Member) {
+	want := map[string]members.Member{}
+	for _, m := range ms {
+		want[m.Name] = m
+	}
+	for name, r := range f.running {
+		if m, ok := want[name]; !ok || m.Fingerprint != r.fingerprint {
+			r.stop()
+			delete(f.running, name)
+			if f.facts != nil {
+				f.facts.Set(name, nil)
+			}
+		}
+	}
+	for _, m := range ms {
+		if _, ok := f.running[m.Name]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(f.ctx)
+		f.running[m.Name] = runningMember{fingerprint: m.Fingerprint, stop: cancel}
+		if f.facts == nil {
+			continue
+		}
+		kube, err := kubernetes.NewForConfig(m.Config)
+		if err != nil {
+			f.log.Error("member cluster: kubernetes client", "cluster", m.Name, "err", err)
+			continue
+		}
+		istio, err := istioclient.NewForConfig(m.Config)
+		if err != nil {
+			f.log.Error("member cluster: istio client", "cluster", m.Name, "err", err)
+			continue
+		}
+		r := &facts.Resolver{Kube: kube, Istio: istio, Domain: f.domain}
+		if err := r.Watch(ctx, kube, istio, func() {
+			if f.enqueue != nil {
+				f.enqueue()
+			}
+		}); err != nil {
+			f.log.Error("member cluster: watch its Services and ServiceEntries", "cluster", m.Name, "err", err)
+		}
+		f.facts.Set(m.Name, r)
+	}
 }

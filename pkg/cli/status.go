@@ -162,6 +162,7 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 	if st.MCPNack != "" {
 		ew.printf("istiod's last MCP NACK: %s\n", st.MCPNack)
 	}
+	writeClusters(ew, st.Clusters)
 
 	ew.printf("\n")
 	if a == nil || len(a.EnvoyFilters) == 0 {
@@ -396,3 +397,30 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, args ...any) { fmt.Fprintf(e, format, args...) }
+
+// writeClusters writes the config clusters the set goes to (multi-cluster
+// only): each one's reach, the set it holds and since when.
+func writeClusters(ew *errWriter, clusters []status.Cluster) {
+	if len(clusters) == 0 {
+		return
+	}
+	ew.printf("\n")
+	tw := tabwriter.NewWriter(ew, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tSECRET\tREACHED\tSET\tENVOYFILTERS\tSINCE\tERROR")
+	for _, c := range clusters {
+		name, secret := orDash(c.Name), orDash(c.Secret)
+		if c.Home {
+			name, secret = c.Name+" (home)", "-"
+		}
+		since := "-"
+		if c.Since != nil {
+			since = c.Since.UTC().Format(time.RFC3339)
+		}
+		reached := "no"
+		if c.Reachable {
+			reached = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, secret, reached, orDash(c.Set), c.Objects, since, orDash(truncate(c.Error, MaxTableMessage)))
+	}
+	_ = tw.Flush()
+}
