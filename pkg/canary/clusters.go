@@ -391,13 +391,15 @@ type ClusterTraffic struct {
 	Verdict string
 }
 
-// ClusterTrafficOf judges v (the cluster's proxies as Canary, those still
-// on the previous set as Stable) under a.
+// ClusterTrafficOf judges v (the cluster's proxies since they received To
+// as Canary, a sample of those still on the previous set as Stable) under
+// a, by the rules of a canary phase; the verdict names the cluster's
+// proxies "its proxies".
 func ClusterTrafficOf(v TrafficVerdict, a *Analysis) *ClusterTraffic {
 	if !v.Known {
 		return &ClusterTraffic{Why: v.Why}
 	}
-	t := v.Report(a)
+	t := v.report(a, "its proxies", "the previous set's proxies")
 	return &ClusterTraffic{Known: true, Failed: t.Failed, Insufficient: t.Insufficient, Verdict: t.Verdict}
 }
 

@@ -207,7 +207,7 @@ func TestClusterFailureRollsBackReachedStages(t *testing.T) {
 		{"a NACK in the first stage", staged([]string{"a"}, []string{"b"}), func(a, _ *member) { a.nack = true },
 			[]string{"cluster a failed: proxy gw-a rejected the change: LDS: Error adding/updating listener(s) 0.0.0.0_8080: bad", "never given the change: b"}, 0},
 		{"broken traffic in the first stage", analysis, func(a, _ *member) { a.broken = true },
-			[]string{"cluster a failed: its proxies broke traffic: 5xx responses: the canaries' share 80.0%", "never given the change: b"}, 0},
+			[]string{"cluster a failed: its proxies broke traffic: 5xx responses: its proxies' share 80.0% (400 of 500 requests), the previous set's proxies' 0.0%", "never given the change: b"}, 0},
 		{"istiods that never answer: the deadline", staged([]string{"a"}, []string{"b"}), func(a, _ *member) { a.mute = true },
 			[]string{"cluster a failed: did not pass within progressDeadline 10m0s: not every istiod of it answered (istiod-a)", "never given the change: b"}, 10 * time.Minute},
 		{"an unreachable member past the deadline", staged([]string{"a"}, []string{"b"}), func(a, _ *member) { a.down = true },
@@ -219,7 +219,7 @@ func TestClusterFailureRollsBackReachedStages(t *testing.T) {
 			p.Analysis = &canary.Analysis{InsufficientTraffic: canary.RollBackWithout}
 			return p
 		}(), func(a, _ *member) { a.little = true },
-			[]string{"cluster a failed: too little traffic to judge it: the canaries answered 3 requests"}, 20 * time.Second},
+			[]string{"cluster a failed: too little traffic to judge it: its proxies answered 3 requests"}, 20 * time.Second},
 		{"figures that can't be read, past the deadline", analysis, func(a, _ *member) { a.noFigures = true },
 			[]string{"cluster a failed: did not pass within progressDeadline 10m0s: its traffic can't be judged: timeout reading 10.0.0.1:15020"}, 10 * time.Minute},
 		{"a NACK in the second stage restores the first", staged([]string{"a"}, []string{"b"}), func(_, b *member) { b.nack = true },
@@ -480,7 +480,7 @@ func TestClusterInsufficientTrafficPasses(t *testing.T) {
 	if out.Phase != canary.Complete {
 		t.Fatalf("phase %s: %s", out.Phase, out.Message)
 	}
-	if len(f.rec.Warnings) != 1 || !strings.HasPrefix(f.rec.Warnings[0], "a: passed on the ACKs alone, too little traffic to judge it: the canaries answered 3 requests") {
+	if len(f.rec.Warnings) != 1 || !strings.HasPrefix(f.rec.Warnings[0], "a: passed on the ACKs alone, too little traffic to judge it: its proxies answered 3 requests") {
 		t.Errorf("warnings %q", f.rec.Warnings)
 	}
 }
