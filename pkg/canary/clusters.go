@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -283,10 +284,12 @@ type ClusterRecord struct {
 
 // ClusterFailure is one cluster that failed a rollout.
 type ClusterFailure struct {
-	Cluster string    `json:"cluster"`
-	Stage   int       `json:"stage"`
-	At      time.Time `json:"at"`
-	Reason  string    `json:"reason"`
+	Cluster string `json:"cluster"`
+	// Stage is the index of its stage (0 for the first; messages count
+	// stages from 1).
+	Stage  int       `json:"stage"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
 }
 
 // SuccessTime is the record's minSuccessTime.
@@ -344,6 +347,20 @@ func (r *ClusterRecord) Holds(cluster string) string {
 		return r.To
 	}
 	return r.previous(cluster)
+}
+
+// Reached is when cluster's stage started (the start of the rollout for
+// the first stage), and false while it has not: when the cluster was
+// given To, unless it failed since (then it holds its previous set).
+func (r *ClusterRecord) Reached(cluster string) (time.Time, bool) {
+	i := r.stageOf(cluster)
+	switch {
+	case i < 0 || i > r.Stage || i > len(r.Passed):
+		return time.Time{}, false
+	case i == 0:
+		return r.Started, true
+	}
+	return r.Passed[i-1], true
 }
 
 // settled is the set cluster holds that the rollout r proved or did not
@@ -502,6 +519,7 @@ func StepClusters(in ClusterInput) ClusterOutput {
 	r := in.Record
 	if r != nil && r.To == in.To && (r.Phase != ClustersRolledBack || r.Document == in.Document) && in.Policy.Staged() {
 		rec := copyRecord(r)
+		rec.Stage = max(rec.Stage, 0) // a record edited by hand
 		if rec.Phase != Progressing {
 			return outputOf(rec, known, ClusterOutput{})
 		}
@@ -646,11 +664,7 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 	out := ClusterOutput{}
 	adopt(rec, known)
 	fail := func(c, why string) {
-		why = oneLine(why)
-		if len(why) > MaxReasonLength {
-			why = why[:MaxReasonLength] + "…"
-		}
-		f := ClusterFailure{Cluster: c, Stage: rec.Stage, At: now, Reason: why}
+		f := ClusterFailure{Cluster: c, Stage: rec.Stage, At: now, Reason: clip(oneLine(why), MaxReasonLength)}
 		rec.Failed = append(rec.Failed, f)
 		out.Failed = append(out.Failed, f)
 		delete(rec.Passing, c)
@@ -782,7 +796,7 @@ func rollBack(rec *ClusterRecord, known []string, now time.Time, out ClusterOutp
 func waiting(rec *ClusterRecord, waits []verdict) string {
 	parts := make([]string, 0, min(len(waits), 10)+1)
 	for _, v := range waits[:min(len(waits), 10)] {
-		parts = append(parts, v.cluster+": "+v.wait)
+		parts = append(parts, v.cluster+": "+clip(v.wait, MaxReasonLength/2))
 	}
 	if len(waits) > 10 {
 		parts = append(parts, fmt.Sprintf("and %d more", len(waits)-10))
@@ -803,4 +817,15 @@ func failedSummary(rec *ClusterRecord) string {
 		cs = append(cs, f.Cluster)
 	}
 	return fmt.Sprintf("failed: %s (%d of maxFailures %d)", names(cs), len(rec.Failed), rec.MaxFailures)
+}
+
+// clip cuts s to at most n bytes, at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

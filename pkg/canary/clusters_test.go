@@ -102,6 +102,23 @@ func (f *fleetSim) step() canary.ClusterOutput {
 		in.Clusters[n] = f.state(n)
 	}
 	out := canary.StepClusters(in)
+	if r := out.Record; r != nil {
+		// Never a cluster in a later stage before its stage starts; a
+		// follower (an MCP server) serving by the record agrees.
+		for i, stage := range r.Stages {
+			for _, c := range stage {
+				if _, known := f.members[c]; !known {
+					continue
+				}
+				if out.Hold[c] != r.Holds(c) {
+					f.t.Errorf("%s: the output gives %s, the record %s", c, out.Hold[c], r.Holds(c))
+				}
+				if r.Phase == canary.Progressing && i > r.Stage && out.Hold[c] == f.to {
+					f.t.Errorf("%s of stage %d is given the change while stage %d is in progress", c, i, r.Stage)
+				}
+			}
+		}
+	}
 	for n, m := range f.members {
 		h, ok := out.Hold[n]
 		if !ok {
@@ -184,6 +201,11 @@ func TestClusterStagesPassInOrder(t *testing.T) {
 	}
 	if len(f.rec.Passed) != 3 || f.rec.Stage != 3 || f.rec.Ended == nil {
 		t.Errorf("record: %+v", f.rec)
+	}
+	for n, m := range f.members {
+		if at, ok := f.rec.Reached(n); !ok || !at.Equal(m.gotTo[0]) {
+			t.Errorf("%s reached at %s (%v), given the change at %s", n, at, ok, m.gotTo[0])
+		}
 	}
 	// A resync of the complete rollout writes nothing new.
 	again := f.step()
