@@ -63,6 +63,12 @@ const (
 	// MaxReasonLength bounds a failure's reason in the record (a NACK
 	// quotes Envoy, one line per listener).
 	MaxReasonLength = 400
+	// MaxClusterRecordBytes bounds a ClusterRecord as JSON for the
+	// largest rollout (64 clusters of 63-character names, every one
+	// failed or warned with the longest reason): it sits in the status
+	// ConfigMap beside the rollout status (rollout.MaxBytes, 48 KiB)
+	// and the canary record, well under the ConfigMap's 1 MiB.
+	MaxClusterRecordBytes = 64 << 10
 )
 
 // Staged reports whether p rolls a change out across clusters.
@@ -713,7 +719,7 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 			case t.Insufficient && rec.Insufficient == string(RollBackWithout):
 				fail(c, "too little traffic to judge it: "+t.Verdict+" (analysis.insufficientTraffic RollBack)")
 			case t.Insufficient:
-				warnings = append(warnings, c+": passed on the ACKs alone, too little traffic to judge it: "+t.Verdict)
+				warnings = append(warnings, clip(c+": passed on the ACKs alone, too little traffic to judge it: "+t.Verdict, MaxReasonLength))
 			}
 		}
 		if len(rec.Failed) > rec.MaxFailures {

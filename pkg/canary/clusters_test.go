@@ -2,6 +2,7 @@ package canary_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -576,5 +577,80 @@ func TestClusterPolicyValidation(t *testing.T) {
 	doc, err = document.Parse([]byte("gzip: {}\n"))
 	if err != nil || doc.Rollout.Staged() {
 		t.Errorf("no rollout section: %v, staged %v", err, doc.Rollout.Staged())
+	}
+}
+
+// TestClusterRecordSize holds the record of the largest rollout, every
+// cluster failed with the longest reason and warned, to a size the status
+// ConfigMap carries beside the rest.
+func TestClusterRecordSize(t *testing.T) {
+	var known []string
+	var stages [][]string
+	for i := range canary.MaxClusterNames {
+		name := fmt.Sprintf("%s-%02d", strings.Repeat("c", 60), i) // 63 characters
+		known = append(known, name)
+		if i < canary.MaxStages {
+			stages = append(stages, []string{name})
+		} else {
+			stages[i%canary.MaxStages] = append(stages[i%canary.MaxStages], name)
+		}
+	}
+	p := canary.Policy{Clusters: stages, MaxFailures: canary.MaxClusterNames, MinSuccessTime: secs(time.Second), Analysis: &canary.Analysis{}}
+	in := canary.ClusterInput{Policy: p, Document: "d", From: "f", To: "t", Known: known, Now: mcT0, Clusters: map[string]canary.ClusterState{}}
+	long := strings.Repeat("listener 0.0.0.0_8080: a reason Envoy gives at length; ", 40)
+	var out canary.ClusterOutput
+	for step := 0; step < 3*canary.MaxStages && (out.Record == nil || out.Phase == canary.Progressing); step++ {
+		for i, c := range known {
+			st := canary.ClusterState{Reachable: true, Delivered: true, Answers: &canary.ClusterAnswers{Selected: 1, Synced: 1, Complete: true}}
+			if i%2 == 0 {
+				st.Answers = &canary.ClusterAnswers{Selected: 1, NACKed: 1, Complete: true, NACKs: []canary.Answer{{Name: "gw", Message: long}}}
+			} else {
+				st.Traffic = &canary.ClusterTraffic{Known: true, Insufficient: true, Verdict: long}
+			}
+			in.Clusters[c] = st
+		}
+		out = canary.StepClusters(in)
+		in.Record = out.Record
+		in.Now = in.Now.Add(2 * time.Second)
+	}
+	if out.Phase != canary.Complete || len(out.Record.Failed) != canary.MaxClusterNames/2 || len(out.Record.Warnings) != canary.MaxClusterNames/2 {
+		t.Fatalf("phase %s, %d failed, %d warnings", out.Phase, len(out.Record.Failed), len(out.Record.Warnings))
+	}
+	b, err := json.Marshal(out.Record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > canary.MaxClusterRecordBytes {
+		t.Errorf("the record is %d bytes, over %d", len(b), canary.MaxClusterRecordBytes)
+	}
+	t.Logf("%d bytes", len(b))
+}
+
+// BenchmarkStepClusters is one sync of a rollout across 64 clusters in 16
+// stages, the first stage baking, every other cluster answered.
+func BenchmarkStepClusters(b *testing.B) {
+	var known []string
+	var stages [][]string
+	for i := range canary.MaxClusterNames {
+		name := fmt.Sprintf("cluster-%02d", i)
+		known = append(known, name)
+		if i < canary.MaxStages {
+			stages = append(stages, []string{name})
+		} else {
+			stages[i%canary.MaxStages] = append(stages[i%canary.MaxStages], name)
+		}
+	}
+	p := canary.Policy{Clusters: stages, MinSuccessTime: secs(time.Hour)}
+	in := canary.ClusterInput{Policy: p, Document: "d", From: "f", To: "t", Known: known, Now: mcT0, Clusters: map[string]canary.ClusterState{}}
+	for _, c := range known {
+		in.Clusters[c] = canary.ClusterState{Reachable: true, Delivered: true, Answers: &canary.ClusterAnswers{Selected: 100, Synced: 100, Complete: true}}
+	}
+	in.Record = canary.StepClusters(in).Record
+	in.Now = in.Now.Add(time.Second)
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := canary.StepClusters(in); out.Phase != canary.Progressing {
+			b.Fatal(out.Message)
+		}
 	}
 }
