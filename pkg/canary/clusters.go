@@ -507,9 +507,10 @@ func (o ClusterOutput) Holding(hash string) []string {
 
 // StepClusters decides one sync of a rollout across clusters.
 //
-//   - No stages in the policy, nothing delivered before (From ""), or
-//     nothing changed (From == To) without a record: every cluster holds
-//     To at once, and no record is kept.
+//   - No stages in the policy, or, without a record, nothing delivered
+//     before (From "") or nothing changed (From == To): every cluster
+//     holds To at once, and no record is kept. With a record of another
+//     change, a return to From goes stage by stage like any change.
 //   - A record of To: it goes on (a rolled back one stays rolled back
 //     while the document is the same; the same set from an edited
 //     document is a new attempt).
@@ -560,7 +561,9 @@ func StepClusters(in ClusterInput) ClusterOutput {
 		}
 	}
 	out := progress(in, rec, known)
-	out.StageStarted, out.Stage = true, rec.Stage
+	if rec.Phase == Progressing {
+		out.StageStarted, out.Stage = true, rec.Stage
+	}
 	return out
 }
 

@@ -301,6 +301,20 @@ func TestClusterFailuresWithinMaxFailures(t *testing.T) {
 	if !strings.Contains(out.Message, "failed: b (1 of maxFailures 1)") {
 		t.Errorf("message %q", out.Message)
 	}
+	// The next change starts from set2, the last good set, except in b,
+	// which keeps set1 until its stage: it never gets set2 on the way.
+	f.doc, f.from, f.to = "doc3", "set2", "set3"
+	f.members["b"].nack = false
+	f.step()
+	if got, want := f.holding(), map[string]string{"a": "set3", "b": "set1", "c": "set2"}; !equalMaps(got, want) {
+		t.Errorf("holding %v, want %v", got, want)
+	}
+	if want := map[string]string{"b": "set1"}; !equalMaps(f.rec.Previous, want) {
+		t.Errorf("previous %v, want %v", f.rec.Previous, want)
+	}
+	if out := f.run(5*time.Second, time.Hour); out.Phase != canary.Complete || !equalMaps(f.holding(), map[string]string{"a": "set3", "b": "set3", "c": "set3"}) {
+		t.Errorf("phase %s, holding %v", out.Phase, f.holding())
+	}
 	// A second failure is one too many: everything the rollout reached
 	// goes back, c never gets it.
 	f = newFleet(t, p, "a", "b", "c")
