@@ -22,6 +22,10 @@
 // reaches every proxy at once, and when the proxies refuse it (a NACK, by
 // Policy.RollbackOn) it is rolled back to the stable set the same way.
 //
+// With more than one config cluster, a change can go to the clusters in
+// ordered stages, each judged before the next starts (rollout.clusters,
+// StepClusters in clusters.go).
+//
 // Everything here is pure: the controller reads the cluster, istiod and
 // the proxies' statistics, calls Step, and delivers what it says.
 package canary
@@ -98,7 +102,8 @@ type Policy struct {
 	CanaryAcks  Acks           `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
 	BakeTime    *items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
 	RollbackOn  RollbackOn     `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
-	// Coverage, PhaseTimeout and Analysis are canary rollouts' only.
+	// Coverage and PhaseTimeout are canary rollouts' only; Analysis is
+	// theirs and a rollout across clusters'.
 	Coverage     Coverage       `json:"coverage,omitempty" doc:"Canary only: which canaries a change needs before its phase starts. Variants (default): for every changed item, a canary of each proxy kind (gateway, sidecar) and each release variant of the item that any proxy it reaches runs. Kinds: of each proxy kind. Items: at least one canary the item reaches (never less)."`
 	PhaseTimeout *items.Seconds `json:"phaseTimeout,omitempty" doc:"Canary only: the longest a phase may last, from the edit, waiting to start, baking and waiting for answers included; past it the change is rolled back. Seconds or a duration, at least bakeTime, at most 3h (default 3 × bakeTime)."`
 	Analysis     *Analysis      `json:"analysis,omitempty" doc:"Canary, or Direct with clusters: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies' (with clusters: a stage's proxies over minSuccessTime against those still on the previous set): more errors roll back. Without it a phase or a stage is judged by ACKs and NACKs alone."`
