@@ -207,11 +207,17 @@ type Traffic struct {
 // Report judges v under a: the first measure that fails, or every share
 // when none does.
 func (v TrafficVerdict) Report(a *Analysis) *Traffic {
+	return v.report(a, "the canaries", "the stable proxies")
+}
+
+// report is Report with the two groups named as a message names them:
+// mine, whose traffic is judged, against theirs.
+func (v TrafficVerdict) report(a *Analysis, mine, theirs string) *Traffic {
 	t := &Traffic{Since: v.Since.UTC(), Canary: v.Canary, Stable: v.Stable}
 	c, s := v.Canary, v.Stable
 	if c.Requests < float64(a.Minimum()) {
 		t.Insufficient = true
-		t.Verdict = fmt.Sprintf("the canaries answered %.0f requests since %s, %d needed", c.Requests, v.Since.UTC().Format(time.RFC3339), a.Minimum())
+		t.Verdict = fmt.Sprintf("%s answered %.0f requests since %s, %d needed", mine, c.Requests, v.Since.UTC().Format(time.RFC3339), a.Minimum())
 		return t
 	}
 	type measure struct {
@@ -231,11 +237,11 @@ func (v TrafficVerdict) Report(a *Analysis) *Traffic {
 			continue
 		}
 		cs, ss := c.share(m.c), s.share(m.s)
-		stableText := fmt.Sprintf("the stable proxies' %s (%.0f of %.0f)", pct(ss), m.s, s.Requests)
+		stableText := fmt.Sprintf("%s' %s (%.0f of %.0f)", theirs, pct(ss), m.s, s.Requests)
 		if !stableKnown {
-			stableText = fmt.Sprintf("the stable proxies answered too few requests to compare (%.0f)", s.Requests)
+			stableText = fmt.Sprintf("%s answered too few requests to compare (%.0f)", theirs, s.Requests)
 		}
-		line := fmt.Sprintf("%s: the canaries' share %s (%.0f of %.0f requests), %s", m.name, pct(cs), m.c, c.Requests, stableText)
+		line := fmt.Sprintf("%s: %s' share %s (%.0f of %.0f requests), %s", m.name, mine, pct(cs), m.c, c.Requests, stableText)
 		switch {
 		case cs > a.Ceiling():
 			t.Failed, t.Verdict = true, line+fmt.Sprintf(", above the ceiling %s (analysis.maxShare)", pct(a.Ceiling()))

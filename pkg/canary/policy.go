@@ -22,6 +22,10 @@
 // reaches every proxy at once, and when the proxies refuse it (a NACK, by
 // Policy.RollbackOn) it is rolled back to the stable set the same way.
 //
+// With more than one config cluster, a change can go to the clusters in
+// ordered stages, each judged before the next starts (rollout.clusters,
+// StepClusters in clusters.go).
+//
 // Everything here is pure: the controller reads the cluster, istiod and
 // the proxies' statistics, calls Step, and delivers what it says.
 package canary
@@ -98,10 +102,17 @@ type Policy struct {
 	CanaryAcks  Acks           `json:"canaryAcks,omitempty" doc:"How many canary proxies must ACK before the change is promoted: a count (2) or a percentage (\"50%\"); default \"100%\". Any NACK rolls back."`
 	BakeTime    *items.Seconds `json:"bakeTime,omitempty" doc:"How long the change stays on the canaries before it is promoted or rolled back: seconds or a duration, 1s to 1h (default 1m)."`
 	RollbackOn  RollbackOn     `json:"rollbackOn,omitempty" doc:"Direct only: when a change the proxies refuse (NACK) is rolled back to the last good set. AllNACK (default): when every proxy that answered for it NACKed it. AnyNACK: when any proxy NACKed it."`
-	// Coverage, PhaseTimeout and Analysis are canary rollouts' only.
+	// Coverage and PhaseTimeout are canary rollouts' only; Analysis is
+	// theirs and a rollout across clusters'.
 	Coverage     Coverage       `json:"coverage,omitempty" doc:"Canary only: which canaries a change needs before its phase starts. Variants (default): for every changed item, a canary of each proxy kind (gateway, sidecar) and each release variant of the item that any proxy it reaches runs. Kinds: of each proxy kind. Items: at least one canary the item reaches (never less)."`
 	PhaseTimeout *items.Seconds `json:"phaseTimeout,omitempty" doc:"Canary only: the longest a phase may last, from the edit, waiting to start, baking and waiting for answers included; past it the change is rolled back. Seconds or a duration, at least bakeTime, at most 3h (default 3 × bakeTime)."`
-	Analysis     *Analysis      `json:"analysis,omitempty" doc:"Canary only: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies': a canary that answers more errors rolls back. Without it a phase is judged by ACKs and NACKs alone."`
+	Analysis     *Analysis      `json:"analysis,omitempty" doc:"Canary, or Direct with clusters: the traffic gate. The canaries' own Envoy statistics over the bake time against the stable proxies' (with clusters: a stage's proxies over minSuccessTime against those still on the previous set): more errors roll back. Without it a phase or a stage is judged by ACKs and NACKs alone."`
+	// Clusters, MinSuccessTime, ProgressDeadline and MaxFailures are the
+	// rollout across clusters (clusters.go): Direct only, for now.
+	Clusters         [][]string     `json:"clusters,omitempty" doc:"Direct only: the rollout across clusters, ordered stages of cluster names ([[canary-cluster], [eu-west-1, us-east-1]]): a stage's clusters get the change only when every earlier stage passed (every proxy of its clusters ACKed it, for minSuccessTime, and with analysis its traffic was judged). Each name once, at most 16 stages and 64 names; clusters no stage names form an implicit last stage."`
+	MinSuccessTime   *items.Seconds `json:"minSuccessTime,omitempty" doc:"With clusters: a stage's bake, how long every proxy of its clusters must have ACKed the change (and, with analysis, over which their traffic is judged) before the next stage starts: seconds or a duration, 0s to 1h (default 0s; at least 1s with analysis)."`
+	ProgressDeadline *items.Seconds `json:"progressDeadline,omitempty" doc:"With clusters: the longest one stage may take from its start until it passes; a cluster of the stage that has not passed by then fails. Seconds or a duration, at least minSuccessTime, 10s to 3h (default 10m)."`
+	MaxFailures      int            `json:"maxFailures,omitempty" doc:"With clusters: how many clusters may fail (a NACK, broken traffic, not passing by progressDeadline, unreachable included) over the whole rollout while it goes on, each given the previous set back (default 0: the first failure stops the rollout, and every cluster it reached gets the previous set back). From 0 to 64."`
 }
 
 // Coverage is which canaries a change needs before its phase starts.
@@ -183,6 +194,9 @@ func (Policy) Ranges() []items.Range {
 	return []items.Range{
 		items.DurationRange("bakeTime", MinBakeTime, MaxBakeTime),
 		items.DurationRange("phaseTimeout", MinBakeTime, MaxPhaseTimeout),
+		items.DurationRange("minSuccessTime", 0, MaxMinSuccessTime),
+		items.DurationRange("progressDeadline", MinProgressDeadline, MaxProgressDeadline),
+		{Path: "maxFailures", Min: 0, Max: MaxClusterNames, Why: "no rollout names more clusters"},
 	}
 }
 
@@ -199,9 +213,14 @@ func (p Policy) Validate() error {
 		errs.Addf("phaseTimeout", "is %s, shorter than the bake time %s: every phase would be rolled back before it could be promoted", d, p.Bake())
 	}
 	if !p.Enabled() && (p.CanaryLabel != "" || p.CanaryAcks != (Acks{}) || p.BakeTime != nil ||
-		p.Coverage != "" || p.PhaseTimeout != nil || p.Analysis != nil) {
-		errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks, bakeTime, coverage, phaseTimeout and analysis do nothing; set strategy: Canary or remove them", Direct)
+		p.Coverage != "" || p.PhaseTimeout != nil || (p.Analysis != nil && len(p.Clusters) == 0)) {
+		if p.Staged() {
+			errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks, bakeTime, coverage and phaseTimeout do nothing (a rollout across clusters goes %s inside each cluster; analysis judges its stages); remove them", Direct, Direct)
+		} else {
+			errs.Addf("strategy", "is %s, so canaryLabel, canaryAcks, bakeTime, coverage, phaseTimeout and analysis do nothing; set strategy: Canary or remove them", Direct)
+		}
 	}
+	p.validateStages(&errs)
 	if p.Analysis != nil {
 		errs.Add("analysis", p.Analysis.Validate())
 	}

@@ -246,7 +246,7 @@ func TestSchemaEdgesAgreeWithValidate(t *testing.T) {
 			t.Run(fmt.Sprintf("%s=%s", path, value.Value), func(t *testing.T) {
 				doc := cloneNode(base)
 				if b.keys[0] == canary.Key {
-					setPath(t, doc, []string{canary.Key, "strategy"}, strNode(string(canary.Canary)))
+					setRolloutFor(t, doc, b.keys[1])
 					if b.keys[1] == "phaseTimeout" {
 						// Its floor is also the bake time, a rule between
 						// two keys that a schema can't state.

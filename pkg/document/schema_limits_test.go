@@ -127,9 +127,41 @@ func rangeCases(t *testing.T) []limitsCase {
 	// The rollout policy's bakeTime and phaseTimeout, 0 included: a key
 	// left out takes its default, one written is held to its range.
 	for _, rng := range (canary.Policy{}).Ranges() {
-		out = append(out, durationCases(canary.Key+"."+rng.Path, rng)...)
+		path := canary.Key + "." + rng.Path
+		if !rng.Duration {
+			out = append(out,
+				limitsCase{path, numberNode(rng.Min - 1), false}, limitsCase{path, numberNode(rng.Min), true},
+				limitsCase{path, numberNode(rng.Max), true}, limitsCase{path, numberNode(rng.Max + 1), false})
+			continue
+		}
+		out = append(out, durationCases(path, rng)...)
 	}
 	return out
+}
+
+// stagedKeys are the rollout keys of a rollout across clusters, which
+// take strategy Direct and a clusters list.
+var stagedKeys = []string{"minSuccessTime", "progressDeadline", "maxFailures"}
+
+// setRolloutFor gives the rollout section what the key keys[1] of it
+// needs beside it: strategy Canary for the canary keys, a clusters list
+// for a rollout across clusters (with the longest progressDeadline, as
+// minSuccessTime may not exceed it, a rule between two keys that a
+// schema can't state).
+func setRolloutFor(t *testing.T, doc *yaml.Node, key string) {
+	t.Helper()
+	if !slices.Contains(stagedKeys, key) {
+		setPath(t, doc, []string{canary.Key, "strategy"}, strNode(string(canary.Canary)))
+		return
+	}
+	var clusters yaml.Node
+	if err := yaml.Unmarshal([]byte("[[a]]"), &clusters); err != nil {
+		t.Fatal(err)
+	}
+	setPath(t, doc, []string{canary.Key, "clusters"}, clusters.Content[0])
+	if key == "minSuccessTime" {
+		setPath(t, doc, []string{canary.Key, "progressDeadline"}, strNode(oneUnit(canary.MaxProgressDeadline)))
+	}
 }
 
 // durationCases are a duration Range's bounds (accepted) and a nanosecond
@@ -140,7 +172,7 @@ func durationCases(path string, rng items.Range) []limitsCase {
 	out := []limitsCase{
 		{path, strNode(oneUnit(lo)), true},
 		{path, strNode(oneUnit(lo - 1)), false},
-		{path, intNode("0"), false},
+		{path, intNode("0"), lo <= 0},
 	}
 	if !math.IsInf(rng.Max, 1) {
 		hi := time.Duration(math.Round(rng.Max * float64(time.Second)))
@@ -236,9 +268,10 @@ func TestSchemaAndValidateAgreeOnLimits(t *testing.T) {
 		value, _ := yaml.Marshal(c.value)
 		t.Run(fmt.Sprintf("%s=%s", c.path, strings.TrimSpace(string(value))), func(t *testing.T) {
 			doc := cloneNode(base)
-			if strings.HasPrefix(c.path, canary.Key+".") {
-				// The policy's keys other than strategy need Canary.
-				setPath(t, doc, []string{canary.Key, "strategy"}, strNode(string(canary.Canary)))
+			if key, ok := strings.CutPrefix(c.path, canary.Key+"."); ok {
+				// The policy's keys other than strategy need Canary, or
+				// clusters.
+				setRolloutFor(t, doc, key)
 			}
 			if c.path == canary.Key+".phaseTimeout" {
 				// Its floor is also the bake time, which a schema can't
