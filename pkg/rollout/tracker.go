@@ -1128,6 +1128,17 @@ func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []see
 		p.at = at
 		t.seen[proxyKey(p.cluster, p.sync.Name())] = p
 	}
+	// A member no longer asked (its Secret removed) is no longer managed:
+	// its proxies are forgotten, not silent.
+	asked := map[string]bool{}
+	for _, a := range answers {
+		asked[a.cluster] = true
+	}
+	for key, p := range t.seen {
+		if !asked[p.cluster] && !asked[""] {
+			delete(t.seen, key)
+		}
+	}
 	failed := map[string]bool{}
 	for _, a := range answers {
 		if a.err != nil {
@@ -1157,14 +1168,14 @@ func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []see
 			st.SilentUnlisted++
 		}
 	}
-	t.unconnected(st, gen, at, now, multi, failed)
+	t.unconnected(st, gen, at, now, multi, failed, asked)
 }
 
 // unconnected lists in st the expected proxies gen reaches that no istiod
 // reports and that were never seen connected (those are Silent), once
 // they have been missing for ConnectGrace; none of a member whose
-// istiods did not all answer (failed).
-func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []seenProxy, multi bool, failed map[string]bool) {
+// istiods did not all answer (failed), or that is not asked.
+func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []seenProxy, multi bool, failed, asked map[string]bool) {
 	if t.Expected == nil {
 		return
 	}
@@ -1193,7 +1204,7 @@ func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []se
 			}
 			continue
 		}
-		if !gen.scopeOf(c).Reaches(e.sync()) {
+		if c != "" && !asked[c] && !asked[""] || !gen.scopeOf(c).Reaches(e.sync()) {
 			continue
 		}
 		first, ok := t.missing[key]
