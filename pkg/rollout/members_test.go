@@ -158,6 +158,8 @@ func TestMemberUnreachable(t *testing.T) {
 		t.Fatalf("all up: %+v", st)
 	}
 	src := tr.Source.(*Members)
+	clock := since.Add(time.Second)
+	tr.now = func() time.Time { return clock }
 	for _, c := range []struct {
 		name string
 		src  Source
@@ -170,6 +172,7 @@ func TestMemberUnreachable(t *testing.T) {
 		{"no istiod", Static{}, "(discovery)", "member b: no istiod found"},
 	} {
 		src.Set("b", c.src)
+		clock = clock.Add(time.Minute) // b's proxies were last seen a minute ago
 		if next := tr.Poll(context.Background()); next != FastPoll {
 			t.Errorf("%s: next poll in %v, want %v", c.name, next, FastPoll)
 		}
