@@ -407,3 +407,77 @@ func TestFitTenMembers(t *testing.T) {
 		t.Errorf("summary %q", w.Summary())
 	}
 }
+
+// A canary phase across members: each member's canary is a canary with
+// its member, a proxy without the label is unlabelled by member/name,
+// and istiod's configuration is read per member: b's canary, which
+// shares a's canary's name and connection ID but lacks the canary copy,
+// never gets a's markers, poll after poll. Fleet names proxies by
+// member/name.
+func TestCanariesAcrossMembers(t *testing.T) {
+	a, b := newIstiod(t), newIstiod(t)
+	canary := map[string]string{"globalconfig.io/canary": "true"}
+	marked := `{"configs":[{"dynamic_listeners":[{"active_state":{"listener":{"metadata":{"filter_metadata":{"globalconfig.io/canary/gzip":{"content":"abc"}}}}}}]}]}`
+	for _, ist := range []*fakeIstiod{a, b} {
+		ist.set(setV1, proxy(gw("1"), 5), proxy(gw("2"), 5))
+		ist.labels = map[string]map[string]string{"gw-1.istio-system": canary}
+	}
+	b.labels["gw-2.istio-system"] = map[string]string{"globalconfig.io/canary": "false"}
+	a.dumps = map[string]string{"gw-1.istio-system-1": marked}
+	b.dumps = map[string]string{"gw-1.istio-system-1": `{"configs":[]}`}
+	tr := NewTracker(members("a", a.URL, "b", b.URL), &Client{}, time.Minute)
+	tr.now = func() time.Time { return since.Add(time.Second) }
+	g := generation("v1", setV1)
+	g.Label, g.Markers = "globalconfig.io/canary", true
+	tr.Track(g)
+	tr.Poll(context.Background())
+	a.set(setV1, proxy(gw("1"), 6), proxy(gw("2"), 6))
+	b.set(setV1, proxy(gw("1"), 6), proxy(gw("2"), 6))
+	for range 2 {
+		tr.Poll(context.Background())
+		st := tr.Status()
+		if len(st.Canaries) != 2 || st.Canaries[0].Cluster != "a" || st.Canaries[1].Cluster != "b" {
+			t.Fatalf("canaries: %+v", st.Canaries)
+		}
+		if m := st.Canaries[0].Markers; m["gzip"] != "abc" {
+			t.Errorf("a's canary holds the canary copy: %v", m)
+		}
+		if m := st.Canaries[1].Markers; len(m) != 0 {
+			t.Errorf("b's canary got markers it does not hold: %v", m)
+		}
+		if fmt.Sprint(st.Unlabelled) != "[a/gw-2.istio-system]" {
+			t.Errorf("unlabelled %v", st.Unlabelled)
+		}
+		if fmt.Sprint(st.Stable()) != "[b/gw-2.istio-system]" {
+			t.Errorf("stable %v", st.Stable())
+		}
+	}
+	f, err := tr.Fleet(context.Background(), "globalconfig.io/canary", g.Scope)
+	if err != nil || fmt.Sprint(f.Canaries) != "[a/gw-1.istio-system b/gw-1.istio-system]" || fmt.Sprint(f.Unlabelled) != "[a/gw-2.istio-system]" {
+		t.Errorf("fleet %+v, %v", f, err)
+	}
+	tr.Source.(*Members).Set("b", Static{"http://127.0.0.1:1"})
+	all, err := tr.Proxies(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "istiod http://127.0.0.1:1 (member b)") || len(all) != 2 || all[0].Cluster != "a" {
+		t.Errorf("b down: %+v, %v", all, err)
+	}
+}
+
+// Many istiods, each with a long error, are cut too: Fit never leaves a
+// status over MaxBytes for want of a list to halve.
+func TestFitCutsIstiodErrors(t *testing.T) {
+	st := &Status{Version: "v"}
+	for m := range 10 {
+		for i := range 10 {
+			st.Istiod = append(st.Istiod, Istiod{Address: fmt.Sprintf("http://10.%d.0.%d:8080", m, i), Cluster: fmt.Sprintf("member-%d", m),
+				Error: strings.Repeat("dial tcp: lookup istiod: no such host; ", 30)})
+		}
+	}
+	if !st.Fit(MaxBytes) {
+		t.Fatal("Fit cut nothing")
+	}
+	b, _ := json.Marshal(st)
+	if len(b) > MaxBytes || len(st.Istiod) != 100 {
+		t.Errorf("%d bytes, %d istiods", len(b), len(st.Istiod))
+	}
+}
