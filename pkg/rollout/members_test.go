@@ -481,3 +481,40 @@ func TestFitCutsIstiodErrors(t *testing.T) {
 		t.Errorf("%d bytes, %d istiods", len(b), len(st.Istiod))
 	}
 }
+
+// The pods the controller watches are the home member's (Tracker.Home):
+// their labels decide the track of the home member's proxies only (b's
+// gateway of the same name keeps the labels it connected with), and a
+// home pod no istiod reports is listed unconnected with its member.
+func TestHomePodsAcrossMembers(t *testing.T) {
+	a, b := newIstiod(t), newIstiod(t)
+	a.set(setV1, proxy(gw("1"), 5))
+	b.set(setV1, proxy(gw("1"), 5))
+	tr := NewTracker(members("a", a.URL, "b", b.URL), &Client{}, time.Minute)
+	clock := since
+	tr.now = func() time.Time { return clock }
+	tr.Home = "a"
+	canary := map[string]string{"globalconfig.io/canary": "true"}
+	tr.Expected = expectedList{
+		{Name: "gw-1.istio-system", Kind: "gateway", Since: since, Labels: canary},
+		{Name: "gw-9.istio-system", Kind: "gateway", Since: since, Labels: canary},
+	}
+	g := generation("v1", setV1)
+	g.Label = "globalconfig.io/canary"
+	tr.Track(g)
+	tr.Poll(context.Background())
+	clock = clock.Add(ConnectGrace)
+	tr.Poll(context.Background())
+	st := tr.Status()
+	if len(st.Canaries) != 1 || st.Canaries[0].Cluster != "a" || fmt.Sprint(st.Unlabelled) != "[b/gw-1.istio-system]" {
+		t.Errorf("the home pod's labels decide a's gateway only: canaries %+v, unlabelled %v", st.Canaries, st.Unlabelled)
+	}
+	if len(st.Unconnected) != 1 || st.Unconnected[0].Name != "gw-9.istio-system" || st.Unconnected[0].Cluster != "a" {
+		t.Errorf("unconnected %+v", st.Unconnected)
+	}
+	all, err := tr.Proxies(context.Background())
+	if err != nil || len(all) != 3 || all[0].Key() != "a/gw-1.istio-system" || all[0].Labels["globalconfig.io/canary"] != "true" ||
+		all[1].Key() != "b/gw-1.istio-system" || all[1].Labels["globalconfig.io/canary"] != "" || all[2].Key() != "a/gw-9.istio-system" || all[2].Istiod != "" {
+		t.Errorf("proxies %+v, %v", all, err)
+	}
+}
