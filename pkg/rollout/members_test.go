@@ -518,3 +518,69 @@ func TestHomePodsAcrossMembers(t *testing.T) {
 		t.Errorf("proxies %+v, %v", all, err)
 	}
 }
+
+// A rollout across clusters moves member b on to the set later, under
+// the same Version: that is a new generation (b judged against the new
+// contents), in which a, whose part did not change, stays Synced (its
+// istiod pushes nothing for b's change). Member gives each member's
+// counts, with one member too; a member whose credentials are refused is
+// named.
+func TestStageMovesMemberOn(t *testing.T) {
+	old := map[string]string{"istio-system/globalconfig-x": "hash-v0"}
+	scope := generation("", nil).Scope
+	a, b := newIstiod(t), newIstiod(t)
+	a.set(setV1, proxy(gw("1"), 5))
+	b.set(old, proxy(gw("2"), 5))
+	src := members("a", a.URL, "b", b.URL)
+	tr := NewTracker(src, &Client{}, time.Minute)
+	tr.now = func() time.Time { return since.Add(time.Second) }
+	tr.slice = 50 * time.Millisecond
+	stage := func(bHolds map[string]string) Generation {
+		return Generation{Version: "v1", Since: since, Contents: setV1, Scope: scope, Clusters: map[string]ClusterSet{
+			"a": {Contents: setV1, Scope: scope}, "b": {Contents: bHolds, Scope: scope}}}
+	}
+	tr.Track(stage(old))
+	tr.Poll(context.Background())
+	a.set(setV1, proxy(gw("1"), 6))
+	b.set(old, proxy(gw("2"), 6))
+	tr.Poll(context.Background())
+	st := tr.Status()
+	if ca, _ := st.Member("a"); ca.Synced != 1 || ca.HeldUp() != "" {
+		t.Errorf("stage 1, a: %+v", ca)
+	}
+	if cb, _ := st.Member("b"); cb.Synced != 1 {
+		t.Errorf("stage 1, b judged against what it still holds: %+v", cb)
+	}
+	tr.Track(stage(setV1))
+	if tr.Status() != nil {
+		t.Fatal("b moved on to the set under the same version kept the old status")
+	}
+	tr.Poll(context.Background())
+	st = tr.Status()
+	if cb, ok := st.Member("b"); !ok || cb.Pending != 1 || cb.HeldUp() != "1 Pending" {
+		t.Errorf("stage 2, b before it loaded the set: %+v", cb)
+	}
+	if ca, _ := st.Member("a"); ca.Synced != 1 {
+		t.Errorf("stage 2, a's part did not change and its istiod pushes nothing new: it stays Synced: %+v", ca)
+	}
+	if _, ok := st.Member("c"); ok {
+		t.Error("a member never asked has counts")
+	}
+	src.Set("b", failing{errors.New("the server has asked for the client to provide credentials")})
+	tr.Poll(context.Background())
+	u := tr.Status().Unreachable()
+	if len(u) != 1 || u[0].Name() != "member b" {
+		t.Errorf("b's credentials refused: %+v", u)
+	}
+	if cb, _ := tr.Status().Member("b"); cb.HeldUp() != "1 of 1 istiod unreachable" {
+		t.Errorf("b's credentials refused: %+v", cb)
+	}
+	// One member: Clusters is omitted, Member still counts it.
+	src.Remove("b")
+	tr.Poll(context.Background())
+	if st := tr.Status(); st.Clusters != nil {
+		t.Errorf("one member left: %+v", st.Clusters)
+	} else if ca, ok := st.Member("a"); !ok || ca.Synced != 1 || ca.Istiod != 1 {
+		t.Errorf("one member left, a: %+v", ca)
+	}
+}

@@ -113,6 +113,27 @@ type Status struct {
 	// across members, the proxy of each name that stands worst.
 	index  map[string]Proxy
 	byName map[string]Proxy
+	// members are the counts per member by its name, with one member too
+	// (Member).
+	members map[string]ClusterCount
+}
+
+// Member is the counts of the member name as the tracker found them,
+// also with one member (where Clusters is omitted); ok is false for a
+// member whose istiods were not asked (not a member, or removed). Only
+// the tracker's own status has it, not one read back from JSON (see
+// Clusters). A Source that names no member has one member, "".
+func (s *Status) Member(name string) (ClusterCount, bool) {
+	if s.members == nil {
+		for _, c := range s.Clusters {
+			if c.Name == name {
+				return c, true
+			}
+		}
+		return ClusterCount{}, false
+	}
+	c, ok := s.members[name]
+	return c, ok
 }
 
 // ClusterCount is the rollout in one member cluster: its istiods, and
@@ -130,9 +151,11 @@ type ClusterCount struct {
 	NACKed      int `json:"nacked"`
 }
 
-// heldUp says what holds the member up, "" when every proxy of it the
-// set reaches is Synced and every istiod of it answered.
-func (c ClusterCount) heldUp() string {
+// HeldUp says what holds the member up, "" when every proxy of it the
+// set reaches is Synced and every istiod of it answered. A member with
+// no proxy reached (Selected 0) is not held up by this: whether that
+// passes a stage is the caller's decision.
+func (c ClusterCount) HeldUp() string {
 	var parts []string
 	for _, st := range []struct {
 		n int
@@ -225,6 +248,16 @@ const (
 	TrackStable     Track = "stable"
 	TrackUnlabelled Track = "unlabelled"
 )
+
+// Name is the istiod for messages: its address, with its member across
+// members ("http://10.0.0.12:8080 (member b)"), or "member b" for a
+// member whose istiods could not be listed.
+func (i Istiod) Name() string {
+	if i.Address == discovery && i.Cluster != "" {
+		return "member " + i.Cluster
+	}
+	return memberAddress(i.Cluster, i.Address)
+}
 
 // Istiod is one istiod instance asked.
 type Istiod struct {
@@ -340,7 +373,7 @@ func (s *Status) Summary() string {
 	}
 	var held []string
 	for _, c := range s.Clusters {
-		if h := c.heldUp(); h != "" {
+		if h := c.HeldUp(); h != "" {
 			held = append(held, c.Name+" ("+h+")")
 		}
 	}

@@ -86,6 +86,11 @@ type ClusterSet struct {
 	Since time.Time
 }
 
+// sameClusters says a and b give every member the same contents.
+func sameClusters(a, b map[string]ClusterSet) bool {
+	return maps.EqualFunc(a, b, func(x, y ClusterSet) bool { return maps.Equal(x.Contents, y.Contents) }) && (a == nil) == (b == nil)
+}
+
 // of is the set the istiods of member cluster hold once they loaded g:
 // its contents, scope and time.
 func (g Generation) of(cluster string) (map[string]string, Scope, time.Time) {
@@ -324,14 +329,17 @@ func NewTracker(src Source, client *Client, timeout time.Duration) *Tracker {
 	return &Tracker{Source: src, Client: client, Timeout: timeout, now: time.Now, mono: time.Now, kick: make(chan struct{}, 1)}
 }
 
-// Track starts tracking g, unless it is the generation already tracked.
-// It never blocks.
+// Track starts tracking g, unless it is the generation already tracked:
+// the same Version, and each member the same part of it (Clusters: a
+// rollout across clusters that moves a member on to the set is a new
+// generation). It never blocks.
 func (t *Tracker) Track(g Generation) {
 	t.mu.Lock()
-	if t.gen != nil && t.gen.Version == g.Version {
+	if t.gen != nil && t.gen.Version == g.Version && sameClusters(t.gen.Clusters, g.Clusters) {
 		t.mu.Unlock()
 		return
 	}
+	prev, prevMarks := t.gen, t.marks
 	t.gen = &g
 	t.status = nil
 	t.trackedAt, t.trackedMono = t.now(), t.mono()
@@ -340,6 +348,16 @@ func (t *Tracker) Track(g Generation) {
 		if maps.Equal(b.contents, g.contentsOf(clusterOfKey(key))) {
 			// Read just before this set was delivered to its member.
 			t.marks[key] = b.mark
+		}
+	}
+	if prev != nil && prev.Clusters != nil && g.Clusters != nil {
+		// A member whose part did not change (a rollout across clusters
+		// moved another member on) keeps what its istiods' counters said
+		// of it: its istiods push nothing new for another member's change.
+		for key, m := range prevMarks {
+			if c := clusterOfKey(key); c != "" && maps.Equal(prev.contentsOf(c), g.contentsOf(c)) {
+				t.marks[key] = m
+			}
 		}
 	}
 	t.markers = map[string]map[string]string{}
@@ -1057,18 +1075,18 @@ func (t *Tracker) evaluate(gen Generation, answers []answer, multi bool) *Status
 			if q, ok := st.byName[p.Name]; !ok || worse(p, q) {
 				st.byName[p.Name] = p
 			}
-			c := count(p.member)
-			c.Selected++
-			switch p.State {
-			case NACKed:
-				c.NACKed++
-			case Stale:
-				c.Stale++
-			case Pending:
-				c.Pending++
-			case Synced:
-				c.Synced++
-			}
+		}
+		c := count(p.member)
+		c.Selected++
+		switch p.State {
+		case NACKed:
+			c.NACKed++
+		case Stale:
+			c.Stale++
+		case Pending:
+			c.Pending++
+		case Synced:
+			c.Synced++
 		}
 		switch p.Track {
 		case TrackCanary:
@@ -1093,8 +1111,10 @@ func (t *Tracker) evaluate(gen Generation, answers []answer, multi bool) *Status
 		return cmp.Or(cmp.Compare(slices.Index(States, a.State), slices.Index(States, b.State)), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Cluster, b.Cluster))
 	})
 	slices.SortFunc(st.Canaries, func(a, b Proxy) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Cluster, b.Cluster)) })
-	if multi {
-		for _, name := range slices.Sorted(maps.Keys(counts)) {
+	st.members = make(map[string]ClusterCount, len(counts))
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		st.members[name] = *counts[name]
+		if multi {
 			st.Clusters = append(st.Clusters, *counts[name])
 		}
 	}
