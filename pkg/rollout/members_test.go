@@ -584,3 +584,14 @@ func TestStageMovesMemberOn(t *testing.T) {
 		t.Errorf("one member left, a: %+v", ca)
 	}
 }
+
+// The traffic gate finds a home proxy's statistics by member/name too,
+// and never a proxy of another member by its pod of the same name.
+func TestPodStatsByMember(t *testing.T) {
+	s := PodStats{Pods: expectedList{{Name: "gw-1.istio-system", IP: "10.0.0.7"}}, Port: DefaultStatsPort, Path: DefaultStatsPath, Home: "a"}
+	for name, want := range map[string]bool{"gw-1.istio-system": true, "a/gw-1.istio-system": true, "b/gw-1.istio-system": false} {
+		if u, ok := s.StatsURL(name); ok != want || ok && u != "http://10.0.0.7:15020/stats/prometheus" {
+			t.Errorf("%s: %q, %v; want found %v", name, u, ok, want)
+		}
+	}
+}

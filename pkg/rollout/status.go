@@ -7,6 +7,13 @@
 // current set (istiod's nonces carry its push counter). From that it sorts
 // the proxies the set reaches into synced, pending, stale and NACKed.
 //
+// Many clusters are one fleet: with member clusters (Members), it asks
+// every istiod of every member, each proxy carries the member of the
+// istiod that reports it, each member is judged against the part of the
+// set it holds (Generation.Clusters), and a member that does not answer
+// is an unreachable istiod of that member: nothing is promoted on its
+// proxies' missing answers. With one member, the status names no cluster.
+//
 // It never writes to the cluster; the controller puts its Status into the
 // status ConfigMap, Events and metrics, and asks for a new one whenever
 // it publishes a new set. Nothing in here can block applying.
