@@ -595,3 +595,62 @@ func TestPodStatsByMember(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPollStatic is one poll of 3,000 synced gateways behind one
+// istiod of a Static source, as a single cluster is tracked.
+func BenchmarkPollStatic(b *testing.B) {
+	ist := newIstiod(b)
+	var ps []ProxySync
+	for i := range 3000 {
+		ps = append(ps, proxy(fmt.Sprintf("router~10.1.0.%d~gw-%04d.istio-system~istio-system.svc.cluster.local", i%250, i), 6))
+	}
+	ist.set(setV1, ps...)
+	tr := NewTracker(Static{ist.URL}, &Client{}, time.Minute)
+	tr.now = func() time.Time { return since.Add(time.Second) }
+	tr.Track(generation("v1", setV1))
+	tr.mu.Lock()
+	tr.marks[ist.URL] = mark{hi: 5, hiKnown: true}
+	tr.mu.Unlock()
+	b.ResetTimer()
+	for range b.N {
+		tr.Poll(context.Background())
+	}
+	if st := tr.Status(); st.Synced != 3000 {
+		b.Fatalf("synced %d", st.Synced)
+	}
+}
+
+// BenchmarkPoll is one poll of 3,000 synced gateways: behind one istiod,
+// and behind ten members' istiods of 300 each.
+func BenchmarkPoll(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			src := &Members{}
+			for m := range n {
+				ist := newIstiod(b)
+				var ps []ProxySync
+				for i := range 3000 / n {
+					ps = append(ps, proxy(fmt.Sprintf("router~10.1.%d.%d~gw-%04d.istio-system~istio-system.svc.cluster.local", m, i%250, i), 6))
+				}
+				ist.set(setV1, ps...)
+				src.Set(fmt.Sprintf("member-%d", m), Static{ist.URL})
+			}
+			tr := NewTracker(src, &Client{}, time.Minute)
+			tr.now = func() time.Time { return since.Add(time.Second) }
+			tr.Track(generation("v1", setV1))
+			tr.mu.Lock()
+			for _, name := range src.Names() {
+				eps, _ := src.members[name].Endpoints()
+				tr.marks[epKey(name, eps[0])] = mark{hi: 5, hiKnown: true}
+			}
+			tr.mu.Unlock()
+			b.ResetTimer()
+			for range b.N {
+				tr.Poll(context.Background())
+			}
+			if st := tr.Status(); st.Synced != 3000 {
+				b.Fatalf("synced %d", st.Synced)
+			}
+		})
+	}
+}

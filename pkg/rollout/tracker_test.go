@@ -75,7 +75,7 @@ type fakeIstiod struct {
 	dumps  map[string]string
 }
 
-func newIstiod(t *testing.T) *fakeIstiod {
+func newIstiod(t testing.TB) *fakeIstiod {
 	t.Helper()
 	f := &fakeIstiod{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
