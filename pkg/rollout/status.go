@@ -127,9 +127,9 @@ type Status struct {
 
 // Member is the counts of the member name as the tracker found them,
 // also with one member (where Clusters is omitted); ok is false for a
-// member whose istiods were not asked (not a member, or removed). Only
-// the tracker's own status has it, not one read back from JSON (see
-// Clusters). A Source that names no member has one member, "".
+// member whose istiods were not asked (not a member, or removed). A
+// status read back from JSON has them from Clusters only (more than one
+// member). A Source that names no member has one member, "".
 func (s *Status) Member(name string) (ClusterCount, bool) {
 	if s.members == nil {
 		for _, c := range s.Clusters {
