@@ -872,7 +872,9 @@ func (t *Tracker) debounce() time.Duration {
 // (watch) until it holds the set, and reads which pushes were sent by
 // then; Track of the same contents takes what it found. A set already
 // tracked or being delivered is not read again. It returns when the
-// baseline is read, never waiting for the watch.
+// baseline is read, never waiting for the watch. It announces one set to
+// every member, and drops what DeliveringTo read for each: where members
+// get different parts of a set, call DeliveringTo for each instead.
 func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, scope Scope) {
 	t.delivery(ctx, "", ContentsOf(set), scope)
 }
