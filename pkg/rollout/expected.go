@@ -21,6 +21,9 @@ type Expected struct {
 	Labels map[string]string
 	// IP is the pod's address (its statistics are read there).
 	IP string
+	// Cluster is the member cluster the pod runs in; "" for the tracker's
+	// Home.
+	Cluster string
 }
 
 // ExpectedSource lists the proxies that should be connected; ok is false

@@ -7,6 +7,13 @@
 // current set (istiod's nonces carry its push counter). From that it sorts
 // the proxies the set reaches into synced, pending, stale and NACKed.
 //
+// Many clusters are one fleet: with member clusters (Members), it asks
+// every istiod of every member, each proxy carries the member of the
+// istiod that reports it, each member is judged against the part of the
+// set it holds (Generation.Clusters), and a member that does not answer
+// is an unreachable istiod of that member: nothing is promoted on its
+// proxies' missing answers. With one member, the status names no cluster.
+//
 // It never writes to the cluster; the controller puts its Status into the
 // status ConfigMap, Events and metrics, and asks for a new one whenever
 // it publishes a new set. Nothing in here can block applying.
@@ -79,6 +86,9 @@ type Status struct {
 	Pending  int `json:"pending"`
 	Stale    int `json:"stale"`
 	NACKed   int `json:"nacked"`
+	// Clusters are the counts per member cluster, sorted by name, when
+	// istiods of more than one member were asked; absent with one.
+	Clusters []ClusterCount `json:"clusters,omitempty"`
 	// Proxies are the proxies the set reaches, NACKed first: every one
 	// up to ListAll of them, else only the NACKed and Stale ones; at most
 	// MaxListed, and fewer when Fit had to cut. Unlisted counts the rest.
@@ -106,41 +116,119 @@ type Status struct {
 	Unconnected         []Unconnected `json:"unconnected,omitempty"`
 	UnconnectedUnlisted int           `json:"unconnectedUnlisted,omitempty"`
 
-	// index is every proxy the set reaches, by name (Lookup).
-	index map[string]Proxy
+	// index is every proxy the set reaches, by Key (Lookup); byName,
+	// across members, the proxy of each name that stands worst.
+	index  map[string]Proxy
+	byName map[string]Proxy
+	// members are the counts per member by its name, with one member too
+	// (Member).
+	members map[string]ClusterCount
+}
+
+// Member is the counts of the member name as the tracker found them,
+// also with one member (where Clusters is omitted); ok is false for a
+// member whose istiods were not asked (not a member, or removed). A
+// status read back from JSON has them from Clusters only (more than one
+// member). A Source that names no member has one member, "".
+func (s *Status) Member(name string) (ClusterCount, bool) {
+	if s.members == nil {
+		for _, c := range s.Clusters {
+			if c.Name == name {
+				return c, true
+			}
+		}
+		return ClusterCount{}, false
+	}
+	c, ok := s.members[name]
+	return c, ok
+}
+
+// ClusterCount is the rollout in one member cluster: its istiods, and
+// the proxies the set reaches through them, by state.
+type ClusterCount struct {
+	Name string `json:"name"`
+	// Istiod counts its istiods asked (a member whose istiods could not be
+	// listed counts one), Unreachable those that did not answer.
+	Istiod      int `json:"istiod"`
+	Unreachable int `json:"unreachable,omitempty"`
+	Selected    int `json:"selected"`
+	Synced      int `json:"synced"`
+	Pending     int `json:"pending"`
+	Stale       int `json:"stale"`
+	NACKed      int `json:"nacked"`
+}
+
+// HeldUp says what holds the member up, "" when every proxy of it the
+// set reaches is Synced and every istiod of it answered. A member with
+// no proxy reached (Selected 0) is not held up by this: whether that
+// passes a stage is the caller's decision.
+func (c ClusterCount) HeldUp() string {
+	var parts []string
+	for _, st := range []struct {
+		n int
+		s State
+	}{{c.NACKed, NACKed}, {c.Stale, Stale}, {c.Pending, Pending}} {
+		if st.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", st.n, st.s))
+		}
+	}
+	if c.Unreachable > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d istiod unreachable", c.Unreachable, c.Istiod))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// worse says p stands worse than q: earlier in States.
+func worse(p, q Proxy) bool {
+	return slices.Index(States, p.State) < slices.Index(States, q.State)
 }
 
 // Stable are the names of the proxies on the stable track (labelled
-// false) that answered for the set, sorted.
+// false) that answered for the set, sorted; across members, each is
+// MEMBER/POD.NAMESPACE (Proxy.Key).
 func (s *Status) Stable() []string {
 	var out []string
-	for name, p := range s.index {
+	for key, p := range s.index {
 		if p.Track == TrackStable && p.State == Synced {
-			out = append(out, name)
+			out = append(out, key)
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Lookup is the proxy named name that the set reaches, listed or not.
+// Lookup is the proxy that the set reaches, listed or not, named name:
+// POD.NAMESPACE, or MEMBER/POD.NAMESPACE across members. Across members,
+// a name alone that two members' proxies have is the one of them that
+// stands worst (NACKed before Stale before Pending before Synced): an ACK
+// in one member never answers for a proxy of the same name in another.
 func (s *Status) Lookup(name string) (Proxy, bool) {
 	if s.index != nil {
-		p, ok := s.index[name]
-		return p, ok
-	}
-	for _, p := range s.Proxies {
-		if p.Name == name {
+		if p, ok := s.index[name]; ok {
 			return p, true
 		}
+		p, ok := s.byName[name]
+		return p, ok
 	}
-	return Proxy{}, false
+	var out Proxy
+	found := false
+	for _, p := range s.Proxies {
+		if p.Key() == name {
+			return p, true
+		}
+		if p.Name == name && (!found || worse(p, out)) {
+			out, found = p, true
+		}
+	}
+	return out, found
 }
 
 // Unconnected is a proxy that should be connected and never was.
 type Unconnected struct {
 	Name string `json:"name"`
-	Type string `json:"type"`
+	// Cluster is its pod's member cluster, across members.
+	Cluster string `json:"cluster,omitempty"`
+	Type    string `json:"type"`
 	// Since is when its pod started (the API server's clock).
 	Since time.Time `json:"since"`
 }
@@ -149,7 +237,10 @@ type Unconnected struct {
 // istiod.
 type Silent struct {
 	Name string `json:"name"`
-	Type string `json:"type"`
+	// Cluster is the member cluster of the istiod it was connected to,
+	// across members.
+	Cluster string `json:"cluster,omitempty"`
+	Type    string `json:"type"`
 	// LastSeen is when the controller last saw it connected (its own
 	// clock).
 	LastSeen time.Time `json:"lastSeen"`
@@ -165,9 +256,24 @@ const (
 	TrackUnlabelled Track = "unlabelled"
 )
 
+// Name is the istiod for messages: its address, with its member across
+// members ("http://10.0.0.12:8080 (member b)"), or "member b" for a
+// member whose istiods could not be listed.
+func (i Istiod) Name() string {
+	if i.Address == discovery && i.Cluster != "" {
+		return "member " + i.Cluster
+	}
+	return memberAddress(i.Cluster, i.Address)
+}
+
 // Istiod is one istiod instance asked.
 type Istiod struct {
+	// Address is its debug port's base URL, or "(discovery)" for a
+	// listing of istiods that failed.
 	Address string `json:"address"`
+	// Cluster is its member cluster, when istiods of more than one member
+	// are asked.
+	Cluster string `json:"cluster,omitempty"`
 	// Proxies connected to it.
 	Proxies int `json:"proxies"`
 	// Error says why it could not be asked ("" when it answered).
@@ -177,7 +283,10 @@ type Istiod struct {
 // Proxy is one proxy the set reaches.
 type Proxy struct {
 	// Name is the pod's name.namespace, as istioctl proxy-status shows it.
-	Name         string `json:"name"`
+	Name string `json:"name"`
+	// Cluster is the member cluster of the istiod that reports it (its
+	// config cluster), when istiods of more than one member are asked.
+	Cluster      string `json:"cluster,omitempty"`
 	Type         string `json:"type"`
 	IstioVersion string `json:"istioVersion,omitempty"`
 	// Istiod is the address of the istiod it is connected to.
@@ -197,9 +306,17 @@ type Proxy struct {
 	// the controller's judgement, never written.
 	Labels  map[string]string `json:"-"`
 	Markers map[string]string `json:"-"`
-	// conn is its connection ID, acked the listeners' nonce it ACKed.
-	conn, acked string
+	// conn is its connection ID, acked the listeners' nonce it ACKed,
+	// member the member of its istiod (whether shown in Cluster or not).
+	conn, acked, member string
 }
+
+// Key is MEMBER/POD.NAMESPACE across members, else POD.NAMESPACE.
+func (p Proxy) Key() string { return qualified(p.Cluster, p.Name) }
+
+// markerKey names what istiod's configuration for the proxy was read at:
+// its member, connection and the push it ACKed.
+func (p Proxy) markerKey() string { return p.member + "\x00" + p.conn + "\x00" + p.acked }
 
 // Count returns the count of state s.
 func (s *Status) Count(st State) int {
@@ -216,10 +333,11 @@ func (s *Status) Count(st State) int {
 	return 0
 }
 
-// Proxy is the proxy named name ("gw-0.istio-system"), or the zero Proxy.
+// Proxy is the listed proxy named name ("gw-0.istio-system", or
+// "b/gw-0.istio-system" across members: Key), or the zero Proxy.
 func (s *Status) Proxy(name string) Proxy {
 	for _, p := range s.Proxies {
-		if p.Name == name {
+		if p.Name == name || p.Key() == name {
 			return p
 		}
 	}
@@ -260,6 +378,15 @@ func (s *Status) Summary() string {
 	if len(s.Istiod) == 0 {
 		b.WriteString("; no istiod found")
 	}
+	var held []string
+	for _, c := range s.Clusters {
+		if h := c.HeldUp(); h != "" {
+			held = append(held, c.Name+" ("+h+")")
+		}
+	}
+	if len(held) > 0 {
+		fmt.Fprintf(&b, "; held up in %s", strings.Join(held, ", "))
+	}
 	return b.String()
 }
 
@@ -279,6 +406,7 @@ func (s *Status) Written(scrub func(string) string) *Status {
 	for i := range out.Proxies {
 		out.Proxies[i].Message = scrub(out.Proxies[i].Message)
 	}
+	out.Clusters = slices.Clone(s.Clusters)
 	out.Istiod = slices.Clone(s.Istiod)
 	for i := range out.Istiod {
 		out.Istiod[i].Error = scrub(out.Istiod[i].Error)
@@ -291,7 +419,8 @@ func (s *Status) Written(scrub func(string) string) *Status {
 }
 
 // Fit cuts s until it is at most max bytes as JSON: messages first (to
-// fitMessage characters, the first listed proxy's kept whole), then the
+// fitMessage characters, the first listed proxy's kept whole, and every
+// istiod's error), then the
 // longest list by half, from its end (NACKed proxies come first, so they
 // go last), counting what it leaves out. The counts by state are never
 // cut. It reports whether it cut anything.
@@ -313,6 +442,9 @@ func (s *Status) Fit(max int) bool {
 	}
 	for i := range s.Canaries {
 		s.Canaries[i].Message = cutMessage(s.Canaries[i].Message)
+	}
+	for i := range s.Istiod {
+		s.Istiod[i].Error = cutMessage(s.Istiod[i].Error)
 	}
 	for size() > max {
 		lens := []int{len(s.Proxies), len(s.Canaries), len(s.Unlabelled), len(s.Silent), len(s.Unconnected)}

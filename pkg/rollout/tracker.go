@@ -65,6 +65,58 @@ type Generation struct {
 	// for every Synced canary (/debug/config_dump), for the canary copies
 	// it holds (canary.MarkerKey): Proxy.Markers.
 	Markers bool
+	// Clusters, when set, is what each member cluster holds: an istiod
+	// of member M is judged against Clusters[M] (a member absent from it
+	// holds nothing of the set, and its proxies are not reached), and
+	// Contents and Scope stand for the whole set. When nil, every istiod
+	// is judged against Contents and Scope.
+	Clusters map[string]ClusterSet
+}
+
+// ClusterSet is the part of a set one member cluster holds
+// (target.clusters limits an item to some members), or the set a member
+// still holds while a rollout across clusters has not reached it.
+type ClusterSet struct {
+	// Contents are its EnvoyFilters, namespace/name → content hash
+	// (ContentsOf), and Scope which of the member's proxies they reach.
+	Contents map[string]string
+	Scope    Scope
+	// Since is when it was delivered to the member; zero for the
+	// Generation's.
+	Since time.Time
+}
+
+// sameClusters says a and b give every member the same contents.
+func sameClusters(a, b map[string]ClusterSet) bool {
+	return maps.EqualFunc(a, b, func(x, y ClusterSet) bool { return maps.Equal(x.Contents, y.Contents) }) && (a == nil) == (b == nil)
+}
+
+// of is the set the istiods of member cluster hold once they loaded g:
+// its contents, scope and time.
+func (g Generation) of(cluster string) (map[string]string, Scope, time.Time) {
+	if g.Clusters == nil || cluster == "" {
+		return g.Contents, g.Scope, g.Since
+	}
+	cs, ok := g.Clusters[cluster]
+	if !ok {
+		return map[string]string{}, Scope{}, g.Since
+	}
+	if cs.Contents == nil {
+		cs.Contents = map[string]string{}
+	}
+	return cs.Contents, cs.Scope, cmp.Or(cs.Since, g.Since)
+}
+
+// contentsOf is the contents member cluster holds once it loaded g.
+func (g Generation) contentsOf(cluster string) map[string]string {
+	c, _, _ := g.of(cluster)
+	return c
+}
+
+// scopeOf is which of member cluster's proxies g reaches.
+func (g Generation) scopeOf(cluster string) Scope {
+	_, s, _ := g.of(cluster)
+	return s
 }
 
 // ContentsOf is the Contents of the set objs.
@@ -164,6 +216,11 @@ type Tracker struct {
 	// DebounceAfter is istiod's quiet period (DebounceAfter when 0): set
 	// it when istiod runs with another PILOT_DEBOUNCE_AFTER.
 	DebounceAfter time.Duration
+	// Home is the member cluster whose pods Expected lists (an Expected
+	// with no Cluster of its own): its pods are matched with that
+	// member's proxies only. "" matches them with a proxy of that name in
+	// any member (one cluster).
+	Home string
 	// now is the clock (tests); mono the clock of the intervals measured
 	// between reads of istiod (tests).
 	now, mono func() time.Time
@@ -179,20 +236,25 @@ type Tracker struct {
 	trackedAt time.Time
 	// trackedMono is when gen was given, on mono.
 	trackedMono time.Time
-	// marks are, per istiod address, what its push counters say of gen.
+	// marks are, per istiod (epKey: its member and address), what its
+	// push counters say of gen.
 	marks map[string]mark
-	// base is what was read just before the last set was delivered, and
-	// what the watch started then found since.
-	base *baseline
-	// seen are the proxies in scope seen connected, by name, with when
-	// they were last seen (on this process's clock), across generations.
+	// base is, per istiod (epKey), what was read just before the last set
+	// its member got was delivered, and what the watch started then found
+	// since; delivering is, per member ("" for a delivery to every
+	// member), the contents last announced (Delivering).
+	base       map[string]based
+	delivering map[string]map[string]string
+	// seen are the proxies in scope seen connected, by member and name
+	// (proxyKey), with when they were last seen (on this process's
+	// clock), across generations.
 	seen map[string]seenProxy
-	// missing are the expected proxies no istiod reported, by name, with
-	// when this process first found them so (its clock).
+	// missing are the expected proxies no istiod reported, by member and
+	// name, with when this process first found them so (its clock).
 	missing map[string]time.Time
 	// markers are, for the generation tracked, the canary markers read
-	// from istiod's configuration for a Synced canary, by connection ID:
-	// read once per connection and generation.
+	// from istiod's configuration for a Synced canary, by member and
+	// connection ID: read once per connection and generation.
 	markers map[string]map[string]string
 }
 
@@ -201,10 +263,12 @@ type Tracker struct {
 // still connecting.
 const ConnectGrace = 30 * time.Second
 
-// seenProxy is a proxy the tracker saw connected.
+// seenProxy is a proxy the tracker saw connected, through an istiod of
+// member cluster.
 type seenProxy struct {
-	at   time.Time
-	sync ProxySync
+	at      time.Time
+	sync    ProxySync
+	cluster string
 }
 
 // SilentMemory is how long a proxy that disconnected is reported silent;
@@ -250,11 +314,11 @@ type mark struct {
 	watching bool
 }
 
-// baseline is what Delivering read of every istiod just before a set was
-// delivered, by istiod address, for the set contents.
-type baseline struct {
+// based is what Delivering read of one istiod just before a set was
+// delivered to its member: the mark, for the contents.
+type based struct {
 	contents map[string]string
-	marks    map[string]mark
+	mark     mark
 }
 
 // NewTracker asks src's istiod instances with client.
@@ -265,21 +329,36 @@ func NewTracker(src Source, client *Client, timeout time.Duration) *Tracker {
 	return &Tracker{Source: src, Client: client, Timeout: timeout, now: time.Now, mono: time.Now, kick: make(chan struct{}, 1)}
 }
 
-// Track starts tracking g, unless it is the generation already tracked.
-// It never blocks.
+// Track starts tracking g, unless it is the generation already tracked:
+// the same Version, and each member the same part of it (Clusters: a
+// rollout across clusters that moves a member on to the set is a new
+// generation). It never blocks.
 func (t *Tracker) Track(g Generation) {
 	t.mu.Lock()
-	if t.gen != nil && t.gen.Version == g.Version {
+	if t.gen != nil && t.gen.Version == g.Version && sameClusters(t.gen.Clusters, g.Clusters) {
 		t.mu.Unlock()
 		return
 	}
+	prev, prevMarks := t.gen, t.marks
 	t.gen = &g
 	t.status = nil
 	t.trackedAt, t.trackedMono = t.now(), t.mono()
 	t.marks = map[string]mark{}
-	if t.base != nil && maps.Equal(t.base.contents, g.Contents) {
-		// Read just before this set was delivered.
-		t.marks = maps.Clone(t.base.marks)
+	for key, b := range t.base {
+		if maps.Equal(b.contents, g.contentsOf(clusterOfKey(key))) {
+			// Read just before this set was delivered to its member.
+			t.marks[key] = b.mark
+		}
+	}
+	if prev != nil && prev.Clusters != nil && g.Clusters != nil {
+		// A member whose part did not change (a rollout across clusters
+		// moved another member on) keeps what its istiods' counters said
+		// of it: its istiods push nothing new for another member's change.
+		for key, m := range prevMarks {
+			if c := clusterOfKey(key); c != "" && maps.Equal(prev.contentsOf(c), g.contentsOf(c)) {
+				t.marks[key] = m
+			}
+		}
 	}
 	t.markers = map[string]map[string]string{}
 	t.mu.Unlock()
@@ -335,20 +414,21 @@ func (t *Tracker) Poll(ctx context.Context) time.Duration {
 	if gen == nil {
 		return SlowPoll
 	}
-	answers := t.ask(ctx, *gen, marks)
+	answers, multi := t.ask(ctx, *gen, marks)
 	t.mu.Lock()
 	if t.gen == gen {
 		for i, a := range answers {
 			// A watch (Delivering) may have found more meanwhile.
-			if cur, ok := t.marks[a.address]; !ok || cur == marks[a.address] {
-				t.marks[a.address] = a.mark
+			key := epKey(a.cluster, a.address)
+			if cur, ok := t.marks[key]; !ok || cur == marks[key] {
+				t.marks[key] = a.mark
 			} else {
 				answers[i].mark = cur
 			}
 		}
 	}
 	t.mu.Unlock()
-	st := t.evaluate(*gen, answers)
+	st := t.evaluate(*gen, answers, multi)
 	t.mu.Lock()
 	if t.gen != gen {
 		// A newer generation arrived meanwhile; its poll is due.
@@ -384,7 +464,8 @@ type Fleet struct {
 
 // Fleet asks every istiod which connected proxies scope reaches carry the
 // canary label label as "true", and which carry it as neither "true" nor
-// "false". The error names every istiod that did not answer.
+// "false". The error names every istiod that did not answer. Across
+// members, each proxy is named MEMBER/POD.NAMESPACE (FleetProxy.Key).
 func (t *Tracker) Fleet(ctx context.Context, label string, scope Scope) (Fleet, error) {
 	all, err := t.Proxies(ctx)
 	var f Fleet
@@ -394,10 +475,10 @@ func (t *Tracker) Fleet(ctx context.Context, label string, scope Scope) (Fleet, 
 		}
 		switch p.Labels[label] {
 		case "true":
-			f.Canaries = append(f.Canaries, p.Name)
+			f.Canaries = append(f.Canaries, p.Key())
 		case "false":
 		default:
-			f.Unlabelled = append(f.Unlabelled, p.Name)
+			f.Unlabelled = append(f.Unlabelled, p.Key())
 		}
 	}
 	slices.Sort(f.Canaries)
@@ -419,6 +500,21 @@ type FleetProxy struct {
 	// Istiod is the istiod it is connected to, "" for a pod no istiod
 	// asked reports (another revision's, or not connected yet).
 	Istiod string
+	// Cluster is the member cluster of that istiod (of the pod, for one
+	// no istiod reports), "" when istiod is asked in one cluster only.
+	Cluster string
+}
+
+// Key is MEMBER/POD.NAMESPACE across members, else POD.NAMESPACE.
+func (p FleetProxy) Key() string { return qualified(p.Cluster, p.Name) }
+
+// qualified is name with its member: MEMBER/POD.NAMESPACE, or name alone
+// when it has none.
+func qualified(cluster, name string) string {
+	if cluster == "" {
+		return name
+	}
+	return cluster + "/" + name
 }
 
 func (p FleetProxy) sync() ProxySync { return syncOf(p.Kind, p.Name) }
@@ -426,11 +522,11 @@ func (p FleetProxy) sync() ProxySync { return syncOf(p.Kind, p.Name) }
 // Proxies asks every istiod at once for its connected proxies with their
 // labels, and adds the running pods with a proxy no istiod reports. The
 // error names every istiod that did not answer (the list then lacks its
-// proxies).
+// proxies), and every member whose istiods could not be listed.
 func (t *Tracker) Proxies(ctx context.Context) ([]FleetProxy, error) {
-	eps, err := t.Source.Endpoints()
-	if err != nil {
-		return nil, err
+	eps, multi := t.targets()
+	if len(eps) == 1 && eps[0].err != nil && eps[0].cluster == "" {
+		return nil, eps[0].err
 	}
 	type reply struct {
 		synced    []ProxySync
@@ -440,57 +536,97 @@ func (t *Tracker) Proxies(ctx context.Context) ([]FleetProxy, error) {
 	replies := make([]reply, len(eps))
 	var wg sync.WaitGroup
 	for i, ep := range eps {
+		if ep.err != nil {
+			replies[i].err = ep.err
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := &replies[i]
 			// The sync status says what each proxy is; adsz its labels.
-			if r.synced, r.err = t.Client.Syncz(ctx, ep); r.err == nil {
-				r.connected, r.err = t.Client.Connected(ctx, ep)
+			if r.synced, r.err = t.Client.Syncz(ctx, ep.url); r.err == nil {
+				r.connected, r.err = t.Client.Connected(ctx, ep.url)
 			}
 		}()
 	}
 	wg.Wait()
-	pods := t.podsByName()
 	var out []FleetProxy
 	var failed []string
-	seen := map[string]bool{}
+	seen, seenName := map[string]bool{}, map[string]bool{}
+	// A member whose istiods did not all answer can't tell a pod that is
+	// not connected from one connected to the silent istiod.
+	failedIn := map[string]bool{}
+	list := t.expected()
+	pods := map[string]map[string]Expected{}
+	shown := func(cluster string) string {
+		if multi {
+			return cluster
+		}
+		return ""
+	}
 	for i, r := range replies {
 		if r.err != nil {
-			failed = append(failed, fmt.Sprintf("istiod %s: %v", eps[i], r.err))
+			if eps[i].url == discovery {
+				failed = append(failed, r.err.Error())
+			} else {
+				failed = append(failed, fmt.Sprintf("istiod %s: %v", memberAddress(shown(eps[i].cluster), eps[i].url), r.err))
+			}
+			failedIn[eps[i].cluster] = true
 			continue
 		}
 		labels := labelsByName(r.connected)
+		if _, ok := pods[eps[i].cluster]; !ok {
+			pods[eps[i].cluster] = t.podsByName(list, eps[i].cluster)
+		}
 		for _, p := range r.synced {
 			name := p.Name()
-			if seen[name] {
+			if seen[proxyKey(eps[i].cluster, name)] {
 				continue
 			}
-			seen[name] = true
+			seen[proxyKey(eps[i].cluster, name)], seenName[name] = true, true
 			l := labels[name]
-			if e, ok := pods[name]; ok && e.Labels != nil {
+			if e, ok := pods[eps[i].cluster][name]; ok && e.Labels != nil {
 				l = e.Labels
 			}
-			out = append(out, FleetProxy{Name: name, Kind: p.Kind(), IstioVersion: p.IstioVersion, Labels: l, Istiod: eps[i]})
+			out = append(out, FleetProxy{Name: name, Kind: p.Kind(), IstioVersion: p.IstioVersion, Labels: l, Istiod: eps[i].url, Cluster: shown(eps[i].cluster)})
 		}
 	}
-	if len(failed) == 0 {
-		for _, name := range slices.Sorted(maps.Keys(pods)) {
-			if e := pods[name]; !seen[name] {
-				out = append(out, FleetProxy{Name: name, Kind: e.Kind, Labels: e.Labels})
+	if len(failed) == 0 || multi {
+		for _, e := range list {
+			c := t.clusterOfPod(e)
+			if failedIn[c] || c == "" && len(failed) > 0 {
+				continue
 			}
+			if c == "" && seenName[e.Name] {
+				continue
+			}
+			if c != "" && (seen[proxyKey(c, e.Name)] || !slices.ContainsFunc(eps, func(tg target) bool { return tg.cluster == c })) {
+				continue
+			}
+			out = append(out, FleetProxy{Name: e.Name, Kind: e.Kind, Labels: e.Labels, Cluster: shown(c)})
 		}
 	}
-	slices.SortFunc(out, func(a, b FleetProxy) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b FleetProxy) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Cluster, b.Cluster))
+	})
 	if len(failed) > 0 {
 		return out, errors.New(strings.Join(failed, "; "))
 	}
 	return out, nil
 }
 
-// podsByName are the expected proxies (running pods with a proxy) by
-// name, nil without a source or before it synced.
-func (t *Tracker) podsByName() map[string]Expected {
+// memberAddress is an istiod's address with its member, for messages.
+func memberAddress(cluster, address string) string {
+	if cluster == "" {
+		return address
+	}
+	return address + " (member " + cluster + ")"
+}
+
+// expected are the expected proxies (running pods with a proxy), nil
+// without a source or before it synced.
+func (t *Tracker) expected() []Expected {
 	if t.Expected == nil {
 		return nil
 	}
@@ -498,15 +634,35 @@ func (t *Tracker) podsByName() map[string]Expected {
 	if !ok {
 		return nil
 	}
+	return list
+}
+
+// clusterOfPod is the member an expected proxy runs in: its own Cluster,
+// else Home; "" matches any member.
+func (t *Tracker) clusterOfPod(e Expected) string {
+	return cmp.Or(e.Cluster, t.Home)
+}
+
+// podsByName are the expected proxies (running pods with a proxy) of
+// list that run in member cluster, by name; nil for a nil list (no
+// source, or before it synced).
+func (t *Tracker) podsByName(list []Expected, cluster string) map[string]Expected {
+	if list == nil {
+		return nil
+	}
 	out := make(map[string]Expected, len(list))
 	for _, e := range list {
-		out[e.Name] = e
+		if c := t.clusterOfPod(e); c == "" || cluster == "" || c == cluster {
+			out[e.Name] = e
+		}
 	}
 	return out
 }
 
 // answer is one istiod's reply.
 type answer struct {
+	// cluster is its member ("" for a Source that names none).
+	cluster string
 	address string
 	proxies []ProxySync
 	err     error
@@ -522,29 +678,37 @@ type answer struct {
 	conns  map[string]string
 }
 
-// ask asks every istiod at once.
-func (t *Tracker) ask(ctx context.Context, gen Generation, marks map[string]mark) []answer {
-	eps, err := t.Source.Endpoints()
-	if err != nil {
-		return []answer{{address: "(discovery)", err: err}}
-	}
+// ask asks every istiod of every member at once. A member whose istiods
+// could not be listed is an answer with its error.
+func (t *Tracker) ask(ctx context.Context, gen Generation, marks map[string]mark) ([]answer, bool) {
+	eps, multi := t.targets()
 	out := make([]answer, len(eps))
-	pods := t.podsByName()
+	pods := map[string]map[string]Expected{}
+	list := t.expected()
+	for _, ep := range eps {
+		if _, ok := pods[ep.cluster]; !ok {
+			pods[ep.cluster] = t.podsByName(list, ep.cluster)
+		}
+	}
 	defer func() {
 		for i := range out {
-			out[i].pods = pods
+			out[i].pods = pods[out[i].cluster]
 		}
 	}()
 	var wg sync.WaitGroup
 	for i, ep := range eps {
+		if ep.err != nil {
+			out[i] = answer{cluster: ep.cluster, address: ep.url, err: ep.err}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = t.askOne(ctx, gen, ep, marks[ep])
+			out[i] = t.askOne(ctx, gen, ep.cluster, ep.url, marks[epKey(ep.cluster, ep.url)])
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, multi
 }
 
 // askOne asks one istiod. Until its store holds the set, each poll reads
@@ -552,11 +716,12 @@ func (t *Tracker) ask(ctx context.Context, gen Generation, marks map[string]mark
 // store without the set don't carry it (lo); then it watches the store
 // (watch) until it holds the set, and reads hi. An istiod whose counter
 // went back restarted, and its marks are found anew.
-func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark) answer {
-	a := answer{address: ep, mark: m}
+func (t *Tracker) askOne(ctx context.Context, gen Generation, cluster, ep string, m mark) answer {
+	a := answer{cluster: cluster, address: ep, mark: m}
+	contents, scope := gen.contentsOf(cluster), gen.scopeOf(cluster)
 	// A set in some namespaces is judged on their proxies alone: istiod
 	// answers for those only, which keeps each poll small in a large mesh.
-	a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
+	a.proxies, a.err = t.Client.Syncz(ctx, ep, scope.Namespaces()...)
 	if a.err != nil {
 		return a
 	}
@@ -588,7 +753,7 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 		a.err = err
 		return a
 	}
-	if a.missing = differs(held, gen.Contents); a.missing != "" {
+	if a.missing = differs(held, contents); a.missing != "" {
 		a.mark.lo, a.mark.loKnown, a.mark.lackAt = max(top, a.mark.lo), true, start
 		// Watch the store while the set is on its way: a poll a second
 		// later would find the set's own push already sent.
@@ -602,14 +767,14 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 				until = slice
 			}
 			var proxies []ProxySync
-			if a.mark, a.missing, proxies = t.watch(ctx, gen.Contents, gen.Scope.Namespaces(), ep, a.mark, until, nil); a.mark.hiKnown {
+			if a.mark, a.missing, proxies = t.watch(ctx, cluster, cluster, contents, scope.Namespaces(), ep, a.mark, until, nil); a.mark.hiKnown {
 				a.proxies = proxies
 			}
 		}
 		return a
 	}
 	t.settle(ctx, a.mark)
-	a.proxies, a.err = t.Client.Syncz(ctx, ep, gen.Scope.Namespaces()...)
+	a.proxies, a.err = t.Client.Syncz(ctx, ep, scope.Namespaces()...)
 	if a.err == nil {
 		a.mark.hi, a.mark.hiKnown = maxSent(a.proxies), true
 		a.mark.proven = a.mark.loKnown && !a.mark.lackAt.IsZero() && t.mono().Sub(a.mark.lackAt) < t.debounce()
@@ -617,13 +782,16 @@ func (t *Tracker) askOne(ctx context.Context, gen Generation, ep string, m mark)
 	return a
 }
 
-// watch reads the store of the istiod at ep every WatchEvery, until
-// deadline, until it holds contents, then reads its sync status for hi.
+// watch reads the store of the istiod at ep (of member cluster) every
+// WatchEvery, until deadline, until it holds contents, then reads its
+// sync status for hi. announced is the member the set was announced for
+// (Delivering: "" for every member): the watch ends when the tracker
+// moved on from the set (stale).
 // m is what was read before (lo, lackAt); the mark returned says whether
 // hi was read within istiod's quiet period after the last read of a store
 // without the set (proven), and missing how the store still differs when
 // it never held the set. stop, when set, ends it early.
-func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespaces []string, ep string, m mark, deadline time.Time, stop func() bool) (mark, string, []ProxySync) {
+func (t *Tracker) watch(ctx context.Context, cluster, announced string, contents map[string]string, namespaces []string, ep string, m mark, deadline time.Time, stop func() bool) (mark, string, []ProxySync) {
 	m.watching = false
 	missing := "not read"
 	for {
@@ -635,7 +803,7 @@ func (t *Tracker) watch(ctx context.Context, contents map[string]string, namespa
 			}
 			m.lackAt = start
 		}
-		if !start.Before(deadline) || t.stale(contents) || stop != nil && stop() {
+		if !start.Before(deadline) || t.stale(cluster, announced, contents) || stop != nil && stop() {
 			return m, missing, nil
 		}
 		select {
@@ -673,12 +841,14 @@ func (t *Tracker) settle(ctx context.Context, m mark) {
 	}
 }
 
-// stale says the tracker moved on from the set contents: neither tracked
-// nor about to be delivered.
-func (t *Tracker) stale(contents map[string]string) bool {
+// stale says the tracker moved on from the set contents of member
+// cluster: neither tracked nor about to be delivered (announced: the
+// member it was announced for, "" for every member).
+func (t *Tracker) stale(cluster, announced string, contents map[string]string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return (t.gen == nil || !maps.Equal(t.gen.Contents, contents)) && (t.base == nil || !maps.Equal(t.base.contents, contents))
+	d, ok := t.delivering[announced]
+	return (t.gen == nil || !maps.Equal(t.gen.contentsOf(cluster), contents)) && (!ok || !maps.Equal(d, contents))
 }
 
 func (t *Tracker) trackedMonoOf() time.Time {
@@ -695,27 +865,64 @@ func (t *Tracker) debounce() time.Duration {
 }
 
 // Delivering is told of a set just before it is delivered (written as
-// EnvoyFilters, or served over MCP), with the scope of its proxies. It
-// reads every istiod's store at once (within BaselineTimeout): every push
-// sent before a store without the set does not carry it. Then, while delivery goes on, it watches each store
+// EnvoyFilters, or served over MCP), with the scope of its proxies, to
+// every member alike. It reads every istiod's store at once (within
+// BaselineTimeout): every push sent before a store without the set does
+// not carry it. Then, while delivery goes on, it watches each store
 // (watch) until it holds the set, and reads which pushes were sent by
 // then; Track of the same contents takes what it found. A set already
 // tracked or being delivered is not read again. It returns when the
-// baseline is read, never waiting for the watch.
+// baseline is read, never waiting for the watch. It announces one set to
+// every member, and drops what DeliveringTo read for each: where members
+// get different parts of a set, call DeliveringTo for each instead.
 func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, scope Scope) {
-	contents := ContentsOf(set)
+	t.delivery(ctx, "", ContentsOf(set), scope)
+}
+
+// DeliveringTo is Delivering of the part of a set one member gets, just
+// before it is delivered to that member: only that member's istiods are
+// read. The controller calls it before each member's delivery, with the
+// objects that member gets (and Track's Generation.Clusters holds the
+// same contents for it).
+func (t *Tracker) DeliveringTo(ctx context.Context, cluster string, set []*envoyfilter.Object, scope Scope) {
+	t.delivery(ctx, cluster, ContentsOf(set), scope)
+}
+
+// delivery reads the baseline of the istiods of member cluster ("" for
+// every member) for contents.
+func (t *Tracker) delivery(ctx context.Context, cluster string, contents map[string]string, scope Scope) {
 	t.mu.Lock()
-	if t.gen != nil && maps.Equal(t.gen.Contents, contents) || t.base != nil && maps.Equal(t.base.contents, contents) {
+	if t.gen != nil && maps.Equal(t.gen.contentsOf(cluster), contents) {
 		t.mu.Unlock()
 		return
 	}
-	base := &baseline{contents: contents, marks: map[string]mark{}}
-	t.base = base
-	t.mu.Unlock()
-	eps, err := t.Source.Endpoints()
-	if err != nil {
+	if d, ok := t.delivering[cluster]; ok && maps.Equal(d, contents) {
+		t.mu.Unlock()
 		return
 	}
+	if t.delivering == nil {
+		t.delivering = map[string]map[string]string{}
+	}
+	if cluster == "" {
+		// Announced to every member: only this set's baselines stand.
+		t.base, t.delivering = map[string]based{}, map[string]map[string]string{}
+	}
+	t.delivering[cluster] = contents
+	t.mu.Unlock()
+	all, _ := t.targets()
+	var eps []target
+	for _, tg := range all {
+		if tg.err == nil && (cluster == "" || tg.cluster == cluster) {
+			eps = append(eps, tg)
+		}
+	}
+	t.mu.Lock()
+	for key := range t.base {
+		if cluster != "" && clusterOfKey(key) == cluster {
+			delete(t.base, key) // read again below, or none: the store holds the set
+		}
+	}
+	t.mu.Unlock()
 	namespaces := scope.Namespaces()
 	marks := make([]*mark, len(eps))
 	var wg sync.WaitGroup
@@ -728,7 +935,7 @@ func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, sco
 			// Every push sent so far was sent before this look (lo): its
 			// value is not needed, as no push up to hi counts.
 			start := t.mono()
-			held, err := t.Client.Configz(ctx, ep)
+			held, err := t.Client.Configz(ctx, ep.url)
 			if err != nil || differs(held, contents) == "" {
 				return // no baseline: the store holds the set already
 			}
@@ -737,9 +944,12 @@ func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, sco
 	}
 	wg.Wait()
 	t.mu.Lock()
+	if t.base == nil {
+		t.base = map[string]based{}
+	}
 	for i, m := range marks {
 		if m != nil {
-			base.marks[eps[i]] = *m
+			t.base[epKey(eps[i].cluster, eps[i].url)] = based{contents: contents, mark: *m}
 		}
 	}
 	t.mu.Unlock()
@@ -747,6 +957,8 @@ func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, sco
 		if m == nil {
 			continue
 		}
+		ep := eps[i]
+		key := epKey(ep.cluster, ep.url)
 		go func() {
 			// Delivery ends the sync's context; the watch is bounded by
 			// WatchFor and ends when another set comes.
@@ -756,16 +968,18 @@ func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, sco
 			takenOver := func() bool {
 				t.mu.Lock()
 				defer t.mu.Unlock()
-				cur, ok := t.marks[eps[i]]
-				return t.gen != nil && maps.Equal(t.gen.Contents, contents) && ok && !cur.watching
+				cur, ok := t.marks[key]
+				return t.gen != nil && maps.Equal(t.gen.contentsOf(ep.cluster), contents) && ok && !cur.watching
 			}
-			found, _, _ := t.watch(ctx, contents, namespaces, eps[i], *m, t.mono().Add(WatchFor), takenOver)
+			found, _, _ := t.watch(ctx, ep.cluster, cluster, contents, namespaces, ep.url, *m, t.mono().Add(WatchFor), takenOver)
 			t.mu.Lock()
-			base.marks[eps[i]] = found
+			if b, ok := t.base[key]; ok && maps.Equal(b.contents, contents) {
+				t.base[key] = based{contents: contents, mark: found}
+			}
 			kick := false
-			if t.gen != nil && maps.Equal(t.gen.Contents, contents) {
-				if cur, ok := t.marks[eps[i]]; ok && cur.watching {
-					t.marks[eps[i]], kick = found, true
+			if t.gen != nil && maps.Equal(t.gen.contentsOf(ep.cluster), contents) {
+				if cur, ok := t.marks[key]; ok && cur.watching {
+					t.marks[key], kick = found, true
 				}
 			}
 			t.mu.Unlock()
@@ -799,47 +1013,88 @@ func differs(held, want map[string]string) string {
 }
 
 // evaluate sorts the proxies that gen reaches.
-func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
+// With multi (istiods of more than one member asked), every istiod and
+// proxy carries its member, and the counts are kept per member too.
+func (t *Tracker) evaluate(gen Generation, answers []answer, multi bool) *Status {
 	st := &Status{Version: gen.Version, Since: gen.Since.UTC()}
-	// A proxy that moved between istiod instances is reported by the one
-	// that sent it listeners last.
+	// A proxy that moved between istiod instances of its member is
+	// reported by the one that sent it listeners last; proxies of two
+	// members are two proxies, whatever their names.
 	byID := map[string]Proxy{}
 	sentAt := map[string]time.Time{}
-	var synced []ProxySync
+	var synced []seenProxy
 	t.mu.Lock()
 	elapsed := t.now().Sub(t.trackedAt)
 	t.mu.Unlock()
+	counts := map[string]*ClusterCount{}
+	count := func(cluster string) *ClusterCount {
+		c, ok := counts[cluster]
+		if !ok {
+			c = &ClusterCount{Name: cluster}
+			counts[cluster] = c
+		}
+		return c
+	}
 	for _, a := range answers {
 		ist := Istiod{Address: a.address, Proxies: len(a.proxies)}
+		if multi {
+			ist.Cluster = a.cluster
+		}
+		c := count(a.cluster)
+		c.Istiod++
 		if a.err != nil {
 			ist.Error = a.err.Error()
+			c.Unreachable++
 		}
 		st.Istiod = append(st.Istiod, ist)
+		scope := gen.scopeOf(a.cluster)
 		for _, p := range a.proxies {
-			if !gen.Scope.Reaches(p) {
+			if !scope.Reaches(p) {
 				continue
 			}
+			id := proxyKey(a.cluster, p.ProxyID)
 			lds := p.Resources[ListenerType].SentTime
-			if prev, ok := sentAt[p.ProxyID]; ok && !lds.After(prev) {
+			if prev, ok := sentAt[id]; ok && !lds.After(prev) {
 				continue
 			}
-			sentAt[p.ProxyID] = lds
-			byID[p.ProxyID] = t.judge(gen, a, elapsed, p)
-			synced = append(synced, p)
+			sentAt[id] = lds
+			byID[id] = t.judge(gen, a, elapsed, p, multi)
+			synced = append(synced, seenProxy{sync: p, cluster: a.cluster})
 		}
 	}
-	t.silent(st, gen, answers, synced)
+	t.silent(st, gen, answers, synced, multi)
 	if gen.Label != "" && gen.Markers {
 		t.readMarkers(gen, answers, byID)
 	}
 	st.index = make(map[string]Proxy, len(byID))
+	if multi {
+		st.byName = map[string]Proxy{}
+	}
 	for _, p := range byID {
-		st.index[p.Name] = p
+		st.index[p.Key()] = p
+		if multi {
+			// By its name alone, the proxy of that name that stands worst.
+			if q, ok := st.byName[p.Name]; !ok || worse(p, q) {
+				st.byName[p.Name] = p
+			}
+		}
+		c := count(p.member)
+		c.Selected++
+		switch p.State {
+		case NACKed:
+			c.NACKed++
+		case Stale:
+			c.Stale++
+		case Pending:
+			c.Pending++
+		case Synced:
+			c.Synced++
+		}
 		switch p.Track {
 		case TrackCanary:
 			st.Canaries = append(st.Canaries, p)
 		case TrackUnlabelled:
-			st.Unlabelled = append(st.Unlabelled, p.Name)
+			st.Unlabelled = append(st.Unlabelled, p.Key())
 		}
 		st.Selected++
 		switch p.State {
@@ -855,9 +1110,16 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 		st.Proxies = append(st.Proxies, p)
 	}
 	slices.SortFunc(st.Proxies, func(a, b Proxy) int {
-		return cmp.Or(cmp.Compare(slices.Index(States, a.State), slices.Index(States, b.State)), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(slices.Index(States, a.State), slices.Index(States, b.State)), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Cluster, b.Cluster))
 	})
-	slices.SortFunc(st.Canaries, func(a, b Proxy) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(st.Canaries, func(a, b Proxy) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Cluster, b.Cluster)) })
+	st.members = make(map[string]ClusterCount, len(counts))
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		st.members[name] = *counts[name]
+		if multi {
+			st.Clusters = append(st.Clusters, *counts[name])
+		}
+	}
 	slices.Sort(st.Unlabelled)
 	// Canaries stay whole (the controller judges every one and cuts the
 	// list it shows to MaxListed); Unlabelled is cut.
@@ -875,9 +1137,9 @@ func (t *Tracker) evaluate(gen Generation, answers []answer) *Status {
 // silent records the proxies now connected as seen, and lists in st those
 // gen reaches that were seen before and that no istiod reports now, with
 // when they were last seen.
-// While some istiod did not answer, its proxies can't be told from silent
-// ones, so none is listed.
-func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []ProxySync) {
+// While some istiod of a member did not answer, that member's proxies
+// can't be told from silent ones, so none of them is listed.
+func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []seenProxy, multi bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	at := t.now()
@@ -885,31 +1147,57 @@ func (t *Tracker) silent(st *Status, gen Generation, answers []answer, now []Pro
 		t.seen = map[string]seenProxy{}
 	}
 	for _, p := range now {
-		t.seen[p.Name()] = seenProxy{at: at, sync: p}
+		p.at = at
+		t.seen[proxyKey(p.cluster, p.sync.Name())] = p
 	}
+	// A member no longer asked (its Secret removed) is no longer managed:
+	// its proxies are forgotten, not silent.
+	asked := map[string]bool{}
 	for _, a := range answers {
-		if a.err != nil {
-			return
+		asked[a.cluster] = true
+	}
+	for key, p := range t.seen {
+		if !asked[p.cluster] && !asked[""] {
+			delete(t.seen, key)
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(t.seen)) {
-		p := t.seen[name]
+	failed := map[string]bool{}
+	for _, a := range answers {
+		if a.err != nil {
+			if !multi || a.cluster == "" {
+				return
+			}
+			failed[a.cluster] = true
+		}
+	}
+	shown := func(cluster string) string {
+		if multi {
+			return cluster
+		}
+		return ""
+	}
+	for _, key := range slices.SortedFunc(maps.Keys(t.seen), func(a, b string) int {
+		return cmp.Or(cmp.Compare(nameOfKey(a), nameOfKey(b)), cmp.Compare(a, b))
+	}) {
+		p := t.seen[key]
+		reaches := !failed[p.cluster] && gen.scopeOf(p.cluster).Reaches(p.sync)
 		switch {
 		case at.Sub(p.at) > SilentMemory:
-			delete(t.seen, name)
-		case p.at.Before(at) && gen.Scope.Reaches(p.sync) && len(st.Silent) < MaxListed:
-			st.Silent = append(st.Silent, Silent{Name: name, Type: p.sync.Kind(), LastSeen: p.at.UTC()})
-		case p.at.Before(at) && gen.Scope.Reaches(p.sync):
+			delete(t.seen, key)
+		case p.at.Before(at) && reaches && len(st.Silent) < MaxListed:
+			st.Silent = append(st.Silent, Silent{Name: nameOfKey(key), Cluster: shown(p.cluster), Type: p.sync.Kind(), LastSeen: p.at.UTC()})
+		case p.at.Before(at) && reaches:
 			st.SilentUnlisted++
 		}
 	}
-	t.unconnected(st, gen, at, now)
+	t.unconnected(st, gen, at, now, multi, failed, asked)
 }
 
 // unconnected lists in st the expected proxies gen reaches that no istiod
 // reports and that were never seen connected (those are Silent), once
-// they have been missing for ConnectGrace.
-func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []ProxySync) {
+// they have been missing for ConnectGrace; none of a member whose
+// istiods did not all answer (failed), or that is not asked.
+func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []seenProxy, multi bool, failed, asked map[string]bool) {
 	if t.Expected == nil {
 		return
 	}
@@ -917,37 +1205,55 @@ func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []Pr
 	if !ok {
 		return
 	}
-	connected := map[string]bool{}
+	connected, connectedName := map[string]bool{}, map[string]bool{}
 	for _, p := range now {
-		connected[p.Name()] = true
+		connected[proxyKey(p.cluster, p.sync.Name())], connectedName[p.sync.Name()] = true, true
+	}
+	seenName := map[string]bool{}
+	for key := range t.seen {
+		seenName[nameOfKey(key)] = true
 	}
 	missing := map[string]time.Time{}
 	for _, e := range expected {
-		if connected[e.Name] || !gen.Scope.Reaches(e.sync()) {
+		c := t.clusterOfPod(e)
+		key := proxyKey(c, e.Name)
+		if c == "" && (connectedName[e.Name] || seenName[e.Name]) || c != "" && (connected[key] || t.seen[key].sync.ProxyID != "") {
+			continue // connected now, or silent
+		}
+		if failed[c] || c == "" && len(failed) > 0 {
+			if first, ok := t.missing[key]; ok {
+				missing[key] = first // can't tell now: keep when it was first missed
+			}
 			continue
 		}
-		if _, silent := t.seen[e.Name]; silent {
+		if c != "" && !asked[c] && !asked[""] || !gen.scopeOf(c).Reaches(e.sync()) {
 			continue
 		}
-		first, ok := t.missing[e.Name]
+		first, ok := t.missing[key]
 		if !ok {
 			first = at
 		}
-		missing[e.Name] = first
+		missing[key] = first
 		grace := t.Grace
 		if grace <= 0 {
 			grace = ConnectGrace
 		}
+		u := Unconnected{Name: e.Name, Type: e.Kind, Since: e.Since}
+		if multi {
+			u.Cluster = c
+		}
 		switch {
 		case at.Sub(first) < grace:
 		case len(st.Unconnected) < MaxListed:
-			st.Unconnected = append(st.Unconnected, Unconnected{Name: e.Name, Type: e.Kind, Since: e.Since})
+			st.Unconnected = append(st.Unconnected, u)
 		default:
 			st.UnconnectedUnlisted++
 		}
 	}
 	t.missing = missing
-	slices.SortFunc(st.Unconnected, func(a, b Unconnected) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(st.Unconnected, func(a, b Unconnected) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Cluster, b.Cluster))
+	})
 }
 
 // judge decides one proxy's state from what its istiod (a) says, elapsed
@@ -955,8 +1261,12 @@ func (t *Tracker) unconnected(st *Status, gen Generation, at time.Time, now []Pr
 // from a push that carries the set and everything sent since; NACKed when
 // it rejected such a push. Which pushes carry the set is decided by
 // istiod's push counter and its store (see mark).
-func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p ProxySync) Proxy {
-	out := Proxy{Name: p.Name(), Type: p.Kind(), IstioVersion: p.IstioVersion, Istiod: a.address}
+func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p ProxySync, multi bool) Proxy {
+	out := Proxy{Name: p.Name(), Type: p.Kind(), IstioVersion: p.IstioVersion, Istiod: a.address, member: a.cluster}
+	if multi {
+		out.Cluster = a.cluster
+	}
+	_, _, setSince := gen.of(a.cluster)
 	if gen.Label != "" {
 		out.Labels = a.labels[out.Name]
 		if e, ok := a.pods[out.Name]; ok && e.Labels != nil {
@@ -992,7 +1302,7 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 		}
 		// Without lo, or unproven (istiod answered slower than its quiet
 		// period, so the set's own push may be one of them): by send time.
-		return !sent.IsZero() && !sent.Before(gen.Since)
+		return !sent.IsZero() && !sent.Before(setSince)
 	}
 	var nacks, earlier, unacked []string
 	for _, w := range watchedTypes {
@@ -1021,7 +1331,7 @@ func (t *Tracker) judge(gen Generation, a answer, elapsed time.Duration, p Proxy
 	}
 	switch {
 	case !m.hiKnown:
-		out.Message = "istiod " + a.address + " has not loaded the set (" + a.missing + ")"
+		out.Message = "istiod " + memberAddress(out.Cluster, a.address) + " has not loaded the set (" + a.missing + ")"
 	case !hasLDS || lds.Sent == "":
 		out.Message = "istiod has sent it no listeners"
 	case !after(lds.Sent, lds.SentTime):
@@ -1060,7 +1370,7 @@ func (t *Tracker) readMarkers(gen Generation, answers []answer, byID map[string]
 		}
 		// Read again after every push the proxy ACKs: a relabelled proxy
 		// gets another configuration from istiod, in a new push.
-		key := p.conn + "\x00" + p.acked
+		key := p.markerKey()
 		if m, ok := cache[key]; ok {
 			p.Markers = m
 			byID[id] = p
@@ -1099,7 +1409,7 @@ func (t *Tracker) readMarkers(gen Generation, answers []answer, byID map[string]
 	// canaries.
 	keep := make(map[string]map[string]string, len(byID))
 	for _, p := range byID {
-		key := p.conn + "\x00" + p.acked
+		key := p.markerKey()
 		if m, ok := cache[key]; ok {
 			keep[key] = m
 		}

@@ -68,9 +68,14 @@ type fakeIstiod struct {
 	// state changing between two reads.
 	configz   int
 	onConfigz func(n int)
+	// labels are, by POD.NAMESPACE, the labels a connected proxy
+	// connected with (/debug/adsz, connection ID POD.NAMESPACE-1), and
+	// dumps, by connection ID, its configuration (/debug/config_dump).
+	labels map[string]map[string]string
+	dumps  map[string]string
 }
 
-func newIstiod(t *testing.T) *fakeIstiod {
+func newIstiod(t testing.TB) *fakeIstiod {
 	t.Helper()
 	f := &fakeIstiod{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,6 +109,19 @@ func newIstiod(t *testing.T) *fakeIstiod {
 				}, "spec": map[string]any{"priority": 10}})
 			}
 			_ = json.NewEncoder(w).Encode(out)
+		case "/debug/adsz":
+			clients := []map[string]any{}
+			for _, p := range f.proxies {
+				clients = append(clients, map[string]any{"connectionId": p.Name() + "-1", "metadata": map[string]any{"LABELS": f.labels[p.Name()]}})
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"clients": clients})
+		case "/debug/config_dump":
+			dump, ok := f.dumps[r.URL.Query().Get("proxyID")]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			_, _ = w.Write([]byte(dump))
 		default:
 			http.NotFound(w, r)
 		}

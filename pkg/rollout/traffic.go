@@ -3,6 +3,7 @@ package rollout
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -209,10 +210,14 @@ const (
 
 // PodStats finds a proxy's statistics on its pod: http://POD_IP:Port/Path,
 // the pod's address read from the pods the controller watches (Pods).
+// Across members, a proxy named MEMBER/POD.NAMESPACE (Status.Stable) is
+// found when MEMBER is its pod's Cluster, else Home (the tracker's Home);
+// a proxy of another member is not (its pods are not watched).
 type PodStats struct {
 	Pods ExpectedSource
 	Port int
 	Path string
+	Home string
 }
 
 // StatsURL implements StatsSource.
@@ -225,7 +230,8 @@ func (s PodStats) StatsURL(name string) (string, bool) {
 		return "", false
 	}
 	for _, e := range list {
-		if e.Name == name && e.IP != "" {
+		c := cmp.Or(e.Cluster, s.Home)
+		if (e.Name == name || c != "" && qualified(c, e.Name) == name) && e.IP != "" {
 			return "http://" + net.JoinHostPort(e.IP, strconv.Itoa(s.Port)) + s.Path, true
 		}
 	}
