@@ -196,13 +196,16 @@ func (o *memberOptions) check() string {
 	if len(o.envoyFilterNS) == 0 {
 		return "--envoyfilter-namespaces names no namespace"
 	}
-	for flagName, list := range map[string][]string{
-		"--namespace": {o.namespace}, "--istiod-namespace": {o.istiodNamespace},
-		"--home-namespace": {o.homeNamespace}, "--envoyfilter-namespaces": o.envoyFilterNS,
+	for _, f := range []struct {
+		flag string
+		list []string
+	}{
+		{"--namespace", []string{o.namespace}}, {"--envoyfilter-namespaces", o.envoyFilterNS},
+		{"--istiod-namespace", []string{o.istiodNamespace}}, {"--home-namespace", []string{o.homeNamespace}},
 	} {
-		for _, ns := range list {
+		for _, ns := range f.list {
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				return fmt.Sprintf("%s: %q is not a namespace name: %s", flagName, ns, strings.Join(errs, "; "))
+				return fmt.Sprintf("%s: %q is not a namespace name: %s", f.flag, ns, strings.Join(errs, "; "))
 			}
 		}
 	}
