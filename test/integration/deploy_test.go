@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"io"
 	"maps"
 	"os"
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
@@ -359,14 +361,20 @@ func TestCreateMemberSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := f.ctx
-	ef := &clientnetworking.EnvoyFilter{ObjectMeta: metav1.ObjectMeta{Name: "member-probe", Namespace: ns,
+	ef := &clientnetworking.EnvoyFilter{TypeMeta: metav1.TypeMeta{APIVersion: "networking.istio.io/v1alpha3", Kind: "EnvoyFilter"}, ObjectMeta: metav1.ObjectMeta{Name: "member-probe", Namespace: ns,
 		Labels: map[string]string{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}}}
 	allowed := []struct {
 		what string
 		do   func() error
 	}{
-		{"create envoyfilter " + ns + "/member-probe", func() error {
-			_, err := istio.NetworkingV1alpha3().EnvoyFilters(ns).Create(ctx, ef, metav1.CreateOptions{})
+		// As the controller writes: server-side apply, which creates.
+		{"apply envoyfilter " + ns + "/member-probe", func() error {
+			body, err := json.Marshal(ef)
+			if err != nil {
+				return err
+			}
+			force := true
+			_, err = istio.NetworkingV1alpha3().EnvoyFilters(ns).Patch(ctx, "member-probe", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "globalconfig", Force: &force})
 			return err
 		}},
 		{"patch envoyfilter " + ns + "/member-probe", func() error {
@@ -376,6 +384,20 @@ func TestCreateMemberSecret(t *testing.T) {
 		{"list envoyfilters in every namespace by label", func() error {
 			_, err := istio.NetworkingV1alpha3().EnvoyFilters("").List(ctx, metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
 			return err
+		}},
+		// The informers' watches, as the controller and service facts open
+		// them.
+		{"watch envoyfilters in every namespace by label", func() error {
+			return watchOnce(istio.NetworkingV1alpha3().EnvoyFilters("").Watch(ctx, metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue}))
+		}},
+		{"watch serviceentries in every namespace", func() error {
+			return watchOnce(istio.NetworkingV1().ServiceEntries("").Watch(ctx, metav1.ListOptions{}))
+		}},
+		{"watch one service by name", func() error {
+			return watchOnce(kube.CoreV1().Services("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=zipkin"}))
+		}},
+		{"watch endpointslices in " + ns, func() error {
+			return watchOnce(kube.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=istiod"}))
 		}},
 		{"delete envoyfilter " + ns + "/member-probe", func() error {
 			return istio.NetworkingV1alpha3().EnvoyFilters(ns).Delete(ctx, "member-probe", metav1.DeleteOptions{})
@@ -426,6 +448,16 @@ func TestCreateMemberSecret(t *testing.T) {
 			t.Errorf("%s: %v, want forbidden", r.what, err)
 		}
 	}
+}
+
+// watchOnce closes a watch that was opened, and returns the error of one
+// that was not.
+func watchOnce(w watch.Interface, err error) error {
+	if err != nil {
+		return err
+	}
+	w.Stop()
+	return nil
 }
 
 // deleteMemberRBAC removes what create-member-secret created.
