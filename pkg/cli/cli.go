@@ -1,5 +1,6 @@
 // Package cli implements the globalconfig command line: render, validate,
-// convert, items, schema, version, run, diff, status and rollout.
+// convert, items, schema, version, run, diff, status, rollout and
+// create-member-secret.
 // cmd/globalconfig only wires it to the process.
 package cli
 
@@ -110,6 +111,10 @@ Usage:
   globalconfig rollout promote|abort [--kubeconfig K] [--configmap NS/NAME]
                                   end the canary phase in progress: promote the change to every proxy
                                   now, or roll it back now
+  globalconfig create-member-secret --name CLUSTER [--kubeconfig K] [--context C] [--server URL]
+                                  [--envoyfilter-namespaces NS,...] [--token auto|secret|request]
+                                  in a member cluster, the least RBAC and a token for the controller;
+                                  prints the member Secret to apply in the home cluster
 
 FILE is a ConfigMap manifest (data key config.yaml) or the bare document;
 "-" reads standard input.
@@ -151,6 +156,8 @@ func Main(args []string, env Env) int {
 		return rolloutCommand(args[1:], env)
 	case "status":
 		return statusCommand(args[1:], env)
+	case "create-member-secret":
+		return createMemberSecretCommand(args[1:], env)
 	case "version":
 		fmt.Fprintln(env.Stdout, version())
 		return ExitOK

@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +15,22 @@ import (
 	"strings"
 	"testing"
 
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
+	"github.com/globalconfig/globalconfig/pkg/members"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
 
@@ -25,18 +39,27 @@ import (
 const (
 	envoyOverlay     = "deploy/overlays/envoy-admission"
 	rateLimitOverlay = "deploy/overlays/ratelimit"
+	// multiclusterOverlay is the home cluster's overlay of a multi-cluster
+	// install, and memberDir a member cluster's RBAC.
+	multiclusterOverlay = "deploy/overlays/multicluster"
+	memberDir           = "deploy/member"
+	// memberSecretsRole lets the controller list and watch the member
+	// Secrets.
+	memberSecretsRole = "globalconfig-member-secrets"
 )
 
 // deploy/ and its overlays render with kubectl's kustomize and are
 // accepted by the API server (server-side dry run), the envoy-admission
 // overlay adds to deploy/'s Deployment only istio-proxy's Envoy, and the
 // sidecar patch adds globalconfig to an istiod Deployment as a native
-// sidecar.
+// sidecar. The multicluster overlay adds to deploy/ only --member-secrets,
+// --cluster-name and the Role that lists and watches Secrets; deploy/member
+// is accepted too.
 func TestDeployManifests(t *testing.T) {
 	f := setup(t)
 	root := harness.RepoRoot()
 	var base string
-	for _, dir := range []string{"deploy", "deploy/overlays/mcp", "deploy/overlays/cert-manager", envoyOverlay, rateLimitOverlay} {
+	for _, dir := range []string{"deploy", "deploy/overlays/mcp", "deploy/overlays/cert-manager", envoyOverlay, rateLimitOverlay, multiclusterOverlay, memberDir} {
 		out, err := cluster.Kubectl(f.ctx, nil, "kustomize", filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +82,18 @@ func TestDeployManifests(t *testing.T) {
 		}
 		if _, err := cluster.Kubectl(f.ctx, []byte(out), "apply", "--dry-run=server", "-f", "-"); err != nil {
 			t.Errorf("%s: %v", dir, err)
+		}
+		switch dir {
+		case multiclusterOverlay:
+			checkMulticlusterOverlay(t, out, base)
+			continue
+		case memberDir:
+			// TestMemberRBACMatchesDeploy (pkg/cli) keeps it equal to what
+			// create-member-secret creates; TestCreateMemberSecret runs that.
+			if strings.Contains(out, "kind: Deployment") {
+				t.Errorf("%s runs something in the member:\n%s", dir, out)
+			}
+			continue
 		}
 		if dir == rateLimitOverlay {
 			for _, want := range []string{"--ratelimit-config-addr=:18000", "name: globalconfig-ratelimit-config", "CONFIG_GRPC_XDS_SERVER_URL", "value: globalconfig-ratelimit-config.istio-system.svc.cluster.local:18000", "image: envoyproxy/ratelimit:", "image: redis:"} {
@@ -220,4 +255,226 @@ func elfInterpreter(t *testing.T, path string) string {
 	}
 	t.Fatalf("%s names no dynamic loader", path)
 	return ""
+}
+
+// checkMulticlusterOverlay checks that deploy/overlays/multicluster is
+// deploy/ plus --member-secrets and --cluster-name on the controller and a
+// Role, bound to the controller's ServiceAccount, that lists and watches
+// Secrets in its namespace: the watcher selects them by label, which RBAC
+// can't narrow.
+func checkMulticlusterOverlay(t *testing.T, overlay, base string) {
+	t.Helper()
+	got, want := parseStream(t, []byte(overlay)), parseStream(t, []byte(base))
+	wantKeys := append(slices.Collect(maps.Keys(want)), "Role/"+memberSecretsRole, "RoleBinding/"+memberSecretsRole)
+	slices.Sort(wantKeys)
+	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, wantKeys) {
+		t.Errorf("%s objects:\n got %v\nwant %v", multiclusterOverlay, keys, wantKeys)
+	}
+	for key, raw := range want {
+		if key != "Deployment/globalconfig" && !bytes.Equal(got[key], raw) {
+			t.Errorf("%s changes %s", multiclusterOverlay, key)
+		}
+	}
+	baseDeployment := decode[appsv1.Deployment](t, want, "Deployment/globalconfig")
+	if args := multiclusterArgs(t, got, baseDeployment); !slices.Equal(args, []string{"--member-secrets", "--cluster-name=" + members.DefaultHome}) {
+		t.Errorf("%s adds the args %q", multiclusterOverlay, args)
+	}
+	d := decode[appsv1.Deployment](t, got, "Deployment/globalconfig")
+	d.Spec.Template.Spec.Containers[0].Args = baseDeployment.Spec.Template.Spec.Containers[0].Args
+	if !reflect.DeepEqual(d, baseDeployment) {
+		t.Errorf("%s changes the Deployment beyond its args", multiclusterOverlay)
+	}
+	role := decode[rbacv1.Role](t, got, "Role/"+memberSecretsRole)
+	if wantRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}}}; !reflect.DeepEqual(role.Rules, wantRules) || role.Namespace != ns {
+		t.Errorf("Role %s/%s rules %+v, want %+v", role.Namespace, role.Name, role.Rules, wantRules)
+	}
+	binding := decode[rbacv1.RoleBinding](t, got, "RoleBinding/"+memberSecretsRole)
+	if binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != memberSecretsRole ||
+		!reflect.DeepEqual(binding.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "globalconfig", Namespace: ns}}) {
+		t.Errorf("RoleBinding %s: %+v to %+v", memberSecretsRole, binding.RoleRef, binding.Subjects)
+	}
+}
+
+// multiclusterArgs is what deploy/overlays/multicluster (objs, rendered)
+// adds to the args of deploy/base's Deployment.
+func multiclusterArgs(t *testing.T, objs objects, base *appsv1.Deployment) []string {
+	t.Helper()
+	args := decode[appsv1.Deployment](t, objs, "Deployment/globalconfig").Spec.Template.Spec.Containers[0].Args
+	baseArgs := base.Spec.Template.Spec.Containers[0].Args
+	if len(args) < len(baseArgs) || !slices.Equal(args[:len(baseArgs)], baseArgs) {
+		t.Fatalf("%s args %q do not start with deploy/base's %q", multiclusterOverlay, args, baseArgs)
+	}
+	return args[len(baseArgs):]
+}
+
+// checkMemberSecretsRole checks that the chart's Role for the member
+// Secrets and its binding are the overlay's.
+func checkMemberSecretsRole(t *testing.T, chart, overlay objects) {
+	t.Helper()
+	got, want := decode[rbacv1.Role](t, chart, "Role/"+memberSecretsRole), decode[rbacv1.Role](t, overlay, "Role/"+memberSecretsRole)
+	if !reflect.DeepEqual(got.Rules, want.Rules) {
+		t.Errorf("Role %s rules:\n got %+v\nwant %+v (%s)", memberSecretsRole, got.Rules, want.Rules, multiclusterOverlay)
+	}
+	gotBinding, wantBinding := decode[rbacv1.RoleBinding](t, chart, "RoleBinding/"+memberSecretsRole), decode[rbacv1.RoleBinding](t, overlay, "RoleBinding/"+memberSecretsRole)
+	if gotBinding.RoleRef != wantBinding.RoleRef {
+		t.Errorf("RoleBinding %s refers to %+v, want %+v (%s)", memberSecretsRole, gotBinding.RoleRef, wantBinding.RoleRef, multiclusterOverlay)
+	}
+}
+
+// create-member-secret, run on a real API server (one without a token
+// controller, so auto falls back to a TokenRequest), prints a member
+// Secret whose credentials do exactly what the controller does in a
+// member: write EnvoyFilters in the target namespace and no other, read
+// EnvoyFilters, Services and ServiceEntries in every namespace and
+// istiod's EndpointSlices; they read no Secret. Run again, it succeeds
+// (server-side apply).
+func TestCreateMemberSecret(t *testing.T) {
+	f := setup(t)
+	t.Cleanup(func() { deleteMemberRBAC(t) })
+	var stdout, stderr bytes.Buffer
+	for range 2 {
+		stdout.Reset()
+		stderr.Reset()
+		code := cli.Main([]string{"create-member-secret", "--kubeconfig", cluster.AdminKubeconfig, "--name", "member-b", "--token-wait", "1s"},
+			cli.Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+		if code != cli.ExitOK {
+			t.Fatalf("exit %d:\n%s", code, stderr.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "requesting a token") {
+		t.Errorf("auto did not fall back to a TokenRequest here:\n%s", stderr.String())
+	}
+	var secret corev1.Secret
+	if err := yaml.UnmarshalStrict(stdout.Bytes(), &secret); err != nil {
+		t.Fatal(err)
+	}
+	m, err := members.Parse(&secret)
+	if err != nil || m.Name != "member-b" || m.Config.Host != cluster.APIServerURL {
+		t.Fatalf("member %+v, %v", m, err)
+	}
+	kube, err := kubernetes.NewForConfig(m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	istio, err := istioclient.NewForConfig(m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := f.ctx
+	ef := &clientnetworking.EnvoyFilter{TypeMeta: metav1.TypeMeta{APIVersion: "networking.istio.io/v1alpha3", Kind: "EnvoyFilter"}, ObjectMeta: metav1.ObjectMeta{Name: "member-probe", Namespace: ns,
+		Labels: map[string]string{envoyfilter.LabelManagedBy: envoyfilter.ManagedByValue}}}
+	allowed := []struct {
+		what string
+		do   func() error
+	}{
+		// As the controller writes: server-side apply, which creates.
+		{"apply envoyfilter " + ns + "/member-probe", func() error {
+			body, err := json.Marshal(ef)
+			if err != nil {
+				return err
+			}
+			force := true
+			_, err = istio.NetworkingV1alpha3().EnvoyFilters(ns).Patch(ctx, "member-probe", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "globalconfig", Force: &force})
+			return err
+		}},
+		{"patch envoyfilter " + ns + "/member-probe", func() error {
+			_, err := istio.NetworkingV1alpha3().EnvoyFilters(ns).Patch(ctx, "member-probe", types.MergePatchType, []byte(`{"metadata":{"annotations":{"probe":"1"}}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"list envoyfilters in every namespace by label", func() error {
+			_, err := istio.NetworkingV1alpha3().EnvoyFilters("").List(ctx, metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue})
+			return err
+		}},
+		// The informers' watches, as the controller and service facts open
+		// them.
+		{"watch envoyfilters in every namespace by label", func() error {
+			return watchOnce(istio.NetworkingV1alpha3().EnvoyFilters("").Watch(ctx, metav1.ListOptions{LabelSelector: envoyfilter.LabelManagedBy + "=" + envoyfilter.ManagedByValue}))
+		}},
+		{"watch serviceentries in every namespace", func() error {
+			return watchOnce(istio.NetworkingV1().ServiceEntries("").Watch(ctx, metav1.ListOptions{}))
+		}},
+		{"watch one service by name", func() error {
+			return watchOnce(kube.CoreV1().Services("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=zipkin"}))
+		}},
+		{"watch endpointslices in " + ns, func() error {
+			return watchOnce(kube.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=istiod"}))
+		}},
+		{"delete envoyfilter " + ns + "/member-probe", func() error {
+			return istio.NetworkingV1alpha3().EnvoyFilters(ns).Delete(ctx, "member-probe", metav1.DeleteOptions{})
+		}},
+		{"list services in every namespace", func() error {
+			_, err := kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"list serviceentries in every namespace", func() error {
+			_, err := istio.NetworkingV1().ServiceEntries("").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"list endpointslices in " + ns, func() error {
+			_, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+	}
+	for _, a := range allowed {
+		if err := a.do(); err != nil {
+			t.Errorf("%s: %v", a.what, err)
+		}
+	}
+	refused := []struct {
+		what string
+		do   func() error
+	}{
+		{"create envoyfilter default/member-probe", func() error {
+			other := ef.DeepCopy()
+			other.Namespace = "default"
+			_, err := istio.NetworkingV1alpha3().EnvoyFilters("default").Create(ctx, other, metav1.CreateOptions{})
+			return err
+		}},
+		{"list secrets in " + ns, func() error {
+			_, err := kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"get configmap " + ns + "/" + cmName, func() error {
+			_, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{})
+			return err
+		}},
+		{"list endpointslices in default", func() error {
+			_, err := kube.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+	}
+	for _, r := range refused {
+		if err := r.do(); !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want forbidden", r.what, err)
+		}
+	}
+}
+
+// watchOnce closes a watch that was opened, and returns the error of one
+// that was not.
+func watchOnce(w watch.Interface, err error) error {
+	if err != nil {
+		return err
+	}
+	w.Stop()
+	return nil
+}
+
+// deleteMemberRBAC removes what create-member-secret created.
+func deleteMemberRBAC(t *testing.T) {
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=member"}
+	rbac := cluster.Admin.RbacV1()
+	for _, err := range []error{
+		rbac.ClusterRoleBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, sel),
+		rbac.ClusterRoles().DeleteCollection(ctx, metav1.DeleteOptions{}, sel),
+		rbac.RoleBindings(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel),
+		rbac.Roles(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel),
+		cluster.Admin.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel),
+		cluster.Admin.CoreV1().ServiceAccounts(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel),
+	} {
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/members"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -36,7 +37,8 @@ import (
 // standalone (self-signed or cert-manager webhook certificate) as
 // deploy/base, istiodSidecar as deploy/overlays/mcp, and the ConfigMap it
 // can render holds a document `globalconfig validate` accepts. With
-// envoyAdmission it adds what deploy/overlays/envoy-admission adds.
+// envoyAdmission it adds what deploy/overlays/envoy-admission adds, and
+// with multicluster what deploy/overlays/multicluster adds.
 func TestHelmChart(t *testing.T) {
 	f := setup(t)
 	h := newHelm(t)
@@ -77,6 +79,11 @@ func TestHelmChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	envoyOverlay := decode[appsv1.Deployment](t, parseStream(t, []byte(overlay)), "Deployment/globalconfig")
+	mcRendered, err := cluster.Kubectl(f.ctx, nil, "kustomize", filepath.Join(root, multiclusterOverlay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcOverlay := parseStream(t, []byte(mcRendered))
 	proxyRepo, proxyTag, _ := strings.Cut(envoyOverlay.Spec.Template.Spec.InitContainers[0].Image, ":")
 	baseRole := decode[rbacv1.Role](t, base, "Role/globalconfig")
 	baseDeployment := decode[appsv1.Deployment](t, base, "Deployment/globalconfig")
@@ -113,6 +120,8 @@ func TestHelmChart(t *testing.T) {
 	slices.Sort(certManagerKeys)
 	documentKeys := append(slices.Clone(standaloneKeys), "ConfigMap/"+cmName)
 	slices.Sort(documentKeys)
+	multiclusterKeys := append(slices.Clone(standaloneKeys), "Role/"+memberSecretsRole, "RoleBinding/"+memberSecretsRole)
+	slices.Sort(multiclusterKeys)
 
 	cases := []struct {
 		name  string
@@ -134,6 +143,10 @@ func TestHelmChart(t *testing.T) {
 		{"standalone-envoy-admission", []string{"--set", "envoyAdmission.enabled=true", "--set", "envoyAdmission.image.repository=" + proxyRepo, "--set", "envoyAdmission.image.tag=" + proxyTag},
 			standaloneKeys, roleSelf, "self",
 			[]string{"also loaded into the Envoy of " + proxyRepo + ":" + proxyTag}},
+		// The overlay's --cluster-name, so that the args compare equal.
+		{"standalone-multicluster", []string{"--set", "multicluster.enabled=true", "--set", "multicluster.clusterName=" + members.DefaultHome},
+			multiclusterKeys, roleSelf, "self",
+			[]string{"home cluster " + members.DefaultHome, "globalconfig create-member-secret --name MEMBER", "leaves its EnvoyFilters there"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -207,7 +220,12 @@ func TestHelmChart(t *testing.T) {
 				if strings.HasSuffix(c.name, "envoy-admission") {
 					envoy = envoyOverlay
 				}
-				checkHelmDeployment(t, objs, baseDeployment, c.cert, envoy)
+				var mc objects
+				if strings.HasSuffix(c.name, "multicluster") {
+					mc = mcOverlay
+					checkMemberSecretsRole(t, objs, mc)
+				}
+				checkHelmDeployment(t, objs, baseDeployment, c.cert, envoy, mc)
 				hook := decode[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration/globalconfig")
 				if !reflect.DeepEqual(hook.Webhooks, baseWebhook.Webhooks) {
 					t.Errorf("webhooks:\n got %+v\nwant %+v", hook.Webhooks, baseWebhook.Webhooks)
@@ -255,6 +273,8 @@ func TestHelmChart(t *testing.T) {
 		{"leaderElection.enabled=false", "replicaCount above 1 needs leaderElection.enabled"},
 		{"envoyAdmission.enabled=true", "envoyAdmission.image.tag must be your fleet's Istio version"},
 		{"envoyAdmission.enabled=true,envoyAdmission.image.tag=1.31.0,mode=istiodSidecar", "envoyAdmission.enabled checks the webhook's edits"},
+		{"multicluster.enabled=true,mode=istiodSidecar", "multicluster.enabled needs mode standalone"},
+		{"multicluster.enabled=true,multicluster.clusterName=-eu", `multicluster.clusterName "-eu" is not a cluster name`},
 	} {
 		out, err := h.run(f.ctx, "template", "globalconfig", chart, "--namespace", ns, "--set", bad.set)
 		if err == nil || !strings.Contains(out, bad.msg) {
@@ -267,8 +287,9 @@ func TestHelmChart(t *testing.T) {
 // the same pod, plus the rollout flags and the istiod token; with envoy
 // (deploy/overlays/envoy-admission's Deployment), plus what that overlay
 // adds: the init container copying istio-proxy's Envoy, its volumes and
-// mounts, and --envoy.
-func checkHelmDeployment(t *testing.T, objs objects, base *appsv1.Deployment, cert string, envoy *appsv1.Deployment) {
+// mounts, and --envoy; with mc (deploy/overlays/multicluster, rendered),
+// plus the args that overlay adds to deploy/base's.
+func checkHelmDeployment(t *testing.T, objs objects, base *appsv1.Deployment, cert string, envoy *appsv1.Deployment, mc objects) {
 	t.Helper()
 	d := decode[appsv1.Deployment](t, objs, "Deployment/globalconfig")
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
@@ -324,6 +345,9 @@ func checkHelmDeployment(t *testing.T, objs objects, base *appsv1.Deployment, ce
 		// The rest is deploy/base's.
 		pod.InitContainers, pod.Volumes = nil, pod.Volumes[len(pod.Volumes)-1:]
 		ctr.VolumeMounts = ctr.VolumeMounts[len(ctr.VolumeMounts)-1:]
+	}
+	if mc != nil {
+		wantArgs = append(wantArgs, multiclusterArgs(t, mc, base)...)
 	}
 	if len(pod.InitContainers) != 0 {
 		t.Errorf("init containers: %+v", pod.InitContainers)

@@ -74,6 +74,12 @@ app.kubernetes.io/name: globalconfig
 {{- if and (include "globalconfig.envoyAdmission" .) (not .Values.envoyAdmission.image.tag) }}
 {{- fail "envoyAdmission.image.tag must be your fleet's Istio version (istio/proxyv2's tag, e.g. 1.31.0): the check must run the Envoy your proxies run" }}
 {{- end }}
+{{- if and .Values.multicluster.enabled (ne .Values.mode "standalone") }}
+{{- fail "multicluster.enabled needs mode standalone (--member-secrets needs the kube sink); over MCP each member's istiod is served by a replica beside it: see docs/operations.md#multi-cluster" }}
+{{- end }}
+{{- if and .Values.multicluster.enabled (or (gt (len (toString .Values.multicluster.clusterName)) 63) (not (regexMatch "^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$" (toString .Values.multicluster.clusterName)))) }}
+{{- fail (printf "multicluster.clusterName %q is not a cluster name: letters, digits, '.', '_' and '-' (not first or last), at most 63 bytes; the home istiod's CLUSTER_ID" (toString .Values.multicluster.clusterName)) }}
+{{- end }}
 {{- if and .Values.rollout.enabled (eq .Values.mode "standalone") (not .Values.rollout.istiodService) }}
 {{- fail "rollout.istiodService must name istiod's Service when rollout.enabled" }}
 {{- end }}
