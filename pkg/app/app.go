@@ -348,6 +348,14 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	tracker, endpointInformers, err := newTracker(opts.Rollout, watchKube, opts.Resync)
 	if err == nil && tracker != nil {
 		tracker.DebounceAfter = opts.Rollout.Debounce
+		if opts.MemberSecrets {
+			// One tracker for every config cluster: the home cluster's
+			// istiods as before, each member's added as it comes.
+			ms := &rollout.Members{}
+			ms.Set(homeName(cfg), tracker.Source)
+			tracker.Source, tracker.Home = ms, homeName(cfg)
+			tracker.Client.ClusterID = homeName(cfg)
+		}
 	}
 	if err == nil && tracker != nil && opts.Rollout.WatchPods {
 		pods := newPodSource(watchKube, opts.Resync)
@@ -390,7 +398,11 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	cfg.Resync = opts.Resync
 	var follow *memberFollower
 	if opts.MemberSecrets {
-		follow = &memberFollower{ctx: ctx, facts: clusterFacts, domain: opts.ClusterDomain, log: log, running: map[string]runningMember{}}
+		follow = &memberFollower{ctx: ctx, facts: clusterFacts, domain: opts.ClusterDomain, log: log, running: map[string]runningMember{},
+			rollout: opts.Rollout, resync: opts.Resync}
+		if tracker != nil {
+			follow.istiods, _ = tracker.Source.(*rollout.Members)
+		}
 		cfg.MembersChanged = follow.changed
 	}
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
@@ -712,7 +724,14 @@ func homeName(cfg controller.Config) string {
 // ServiceEntries for the items' service facts. Each member's watches run
 // until it goes or its Secret changes.
 type memberFollower struct {
-	ctx     context.Context
+	ctx context.Context
+	// istiods are the tracker's members (nil without rollout tracking):
+	// each member's istiods are found from the member's own istiod
+	// Service EndpointSlices (as --istiod names it), or are the URLs of
+	// its Secret's annotation.
+	istiods *rollout.Members
+	rollout RolloutOptions
+	resync  time.Duration
 	facts   *facts.Clusters
 	domain  string
 	log     *slog.Logger
@@ -739,6 +758,9 @@ func (f *memberFollower) changed(ms []members.Member) {
 			if f.facts != nil {
 				f.facts.Set(name, nil)
 			}
+			if f.istiods != nil {
+				f.istiods.Remove(name)
+			}
 		}
 	}
 	for _, m := range ms {
@@ -747,12 +769,15 @@ func (f *memberFollower) changed(ms []members.Member) {
 		}
 		ctx, cancel := context.WithCancel(f.ctx)
 		f.running[m.Name] = runningMember{fingerprint: m.Fingerprint, stop: cancel}
-		if f.facts == nil {
-			continue
-		}
 		kube, err := kubernetes.NewForConfig(m.Config)
 		if err != nil {
 			f.log.Error("member cluster: kubernetes client", "cluster", m.Name, "err", err)
+			continue
+		}
+		if f.istiods != nil {
+			f.trackIstiods(ctx, m, kube)
+		}
+		if f.facts == nil {
 			continue
 		}
 		istio, err := istioclient.NewForConfig(m.Config)
@@ -770,4 +795,23 @@ func (f *memberFollower) changed(ms []members.Member) {
 		}
 		f.facts.Set(m.Name, r)
 	}
+}
+
+// trackIstiods adds member m's istiods to the tracker: its annotation's
+// URLs, or every endpoint of its istiod Service, from an informer on the
+// member's EndpointSlices that runs while it is a member.
+func (f *memberFollower) trackIstiods(ctx context.Context, m members.Member, kube kubernetes.Interface) {
+	if len(m.DebugURLs) > 0 {
+		f.istiods.Set(m.Name, rollout.Static(m.DebugURLs))
+		return
+	}
+	o := f.rollout
+	o.DebugURLs = nil // the home cluster's, never a member's
+	t, inf, err := newTracker(o, kube, f.resync)
+	if err != nil || t == nil || inf == nil {
+		f.log.Error("member cluster: its istiods can't be found", "cluster", m.Name, "err", err)
+		return
+	}
+	inf.Start(ctx.Done())
+	f.istiods.Set(m.Name, t.Source)
 }

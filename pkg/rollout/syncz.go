@@ -104,6 +104,12 @@ type Client struct {
 	// without one only to localhost. It is read on every request (the
 	// kubelet rotates it) and never logged.
 	TokenFile string
+	// ClusterID, when set with TokenFile, is sent as the ClusterID
+	// header: the cluster whose API server istiod asks to review the
+	// token. The controller's token is its home cluster's, so a member's
+	// istiod checks it with its remote secret for the home cluster (a
+	// multi-primary mesh has one).
+	ClusterID string
 	// Read, when set, is told of every answer read: the endpoint (its
 	// path, without the query) and its size in bytes.
 	Read func(endpoint string, bytes int)
@@ -253,6 +259,9 @@ func (c *Client) get(ctx context.Context, base, path string) ([]byte, error) {
 			return nil, fmt.Errorf("read token file: %w", err)
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		if c.ClusterID != "" {
+			req.Header.Set("ClusterID", c.ClusterID)
+		}
 	}
 	hc := c.HTTP
 	if hc == nil {
