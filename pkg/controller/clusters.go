@@ -21,7 +21,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/members"
-	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
 
@@ -57,6 +57,7 @@ type clusterTarget struct {
 	// the cluster got that set, how many objects it holds, and the error
 	// of the last attempt.
 	set     string
+	heldSet []*envoyfilter.Object
 	setAt   time.Time
 	objects int
 	err     error
@@ -277,24 +278,38 @@ func (e errMembers) Error() string {
 // member's failure is recorded for its status entry, holds nothing else
 // back, and is retried (membersErr).
 func (c *Controller) deliverClusters(ctx context.Context, set []*envoyfilter.Object) ([]string, error) {
-	hash := render.SetHash(set)
-	writes, err := c.converge(ctx, c.home, forCluster(set, c.home.name))
-	c.home.record(hash, len(forCluster(set, c.home.name)), err, c.now())
-	if err != nil {
-		return writes, err
-	}
 	targets, _, _ := c.members.snapshot()
-	for _, t := range targets {
-		mine := forCluster(set, t.name)
+	perCluster := len(targets) > 0 || c.st.stages.plan != nil
+	var writes []string
+	for _, t := range append([]*clusterTarget{c.home}, targets...) {
+		part, hash, ok := c.partFor(t.name, set)
+		if !ok {
+			continue // a rollout across clusters keeps what it has
+		}
+		mine := forCluster(part, t.name)
 		var w []string
 		var err error
-		if !t.synced() {
+		switch {
+		case !t.synced():
 			err = fmt.Errorf("its managed EnvoyFilters could not be listed yet")
 			if msg := t.lastWatchErr(); msg != "" {
 				err = fmt.Errorf("%w: %s", err, msg)
 			}
-		} else {
+		default:
+			if tr := c.cfg.Rollout; tr != nil && perCluster {
+				// Which pushes this cluster's istiods sent before its part
+				// reached them.
+				tr.DeliveringTo(ctx, t.name, mine, rollout.ScopeOf(mine, c.root()))
+			}
 			w, err = c.converge(ctx, t, mine)
+		}
+		t.record(hash, part, len(mine), err, c.now())
+		if t == c.home {
+			writes = append(writes, w...)
+			if err != nil {
+				return writes, err
+			}
+			continue
 		}
 		if errors.Is(err, errNotLeading) {
 			return writes, err
@@ -302,13 +317,13 @@ func (c *Controller) deliverClusters(ctx context.Context, set []*envoyfilter.Obj
 		for _, x := range w {
 			writes = append(writes, x+" in cluster "+t.name)
 		}
-		t.record(hash, len(mine), err, c.now())
 	}
 	return writes, nil
 }
 
-// record notes a delivery attempt of set hash with n objects.
-func (t *clusterTarget) record(hash string, n int, err error, now time.Time) {
+// record notes a delivery attempt of set (hash) with n objects for the
+// cluster.
+func (t *clusterTarget) record(hash string, set []*envoyfilter.Object, n int, err error, now time.Time) {
 	t.err = err
 	if err != nil {
 		return
@@ -316,7 +331,7 @@ func (t *clusterTarget) record(hash string, n int, err error, now time.Time) {
 	if t.set != hash {
 		t.set, t.setAt = hash, now
 	}
-	t.objects = n
+	t.heldSet, t.objects = set, n
 }
 
 // membersErr is the members the last delivery did not reach, nil when it

@@ -50,6 +50,7 @@ func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.
 	c.reportRollout(cm, st)
 	c.reportRefusal(st, d)
 	c.reportMembers(cm, st)
+	c.reportStages(cm, st)
 	if len(writes) > 0 {
 		// The item diff says why, the writes what: a drift repair has no
 		// item change but writes.

@@ -36,10 +36,14 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 		return
 	}
 	hash := st.Applied.Hash
-	if hash != t.Version() {
+	// With members, each cluster is judged against its own part: what
+	// target.clusters and a rollout across clusters give it.
+	clusters := c.clusterGeneration(c.st.applied.Set)
+	if hash != t.Version() || clusters != nil {
 		label := c.canaryLabel()
 		t.Track(rollout.Generation{Version: hash, Since: st.Applied.Time, Scope: rollout.ScopeOf(c.st.applied.Set, c.cfg.RootNamespace),
-			Contents: rollout.ContentsOf(c.st.applied.Set), Label: label, Markers: label != "" && c.st.applied.Source == decide.Canary})
+			Contents: rollout.ContentsOf(c.st.applied.Set), Label: label, Markers: label != "" && c.st.applied.Source == decide.Canary,
+			Clusters: clusters})
 	}
 	r := t.Status()
 	if r == nil || r.Version != hash {

@@ -75,6 +75,8 @@ type state struct {
 	// membersWarned is the member clusters the last MemberNotReached
 	// Event named, with their errors ("" when every member was reached).
 	membersWarned string
+	// stages is the rollout across clusters (stages.go).
+	stages stagesState
 	// canary is the rollout's state (canary.go).
 	canary canaryState
 }
@@ -111,12 +113,23 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	// Read at most once a term (lastGoodData remembers it): asked when the
 	// term starts on an invalid document or without one.
 	in.LastGood = func() (map[string]string, error) { return c.lastGoodData(ctx) }
-	if !missing {
+	staged := !missing && c.staged(cm.Data)
+	switch {
+	case staged:
+		// A rollout across clusters: the stage stepper decides below,
+		// not Direct's judgement of the whole fleet.
+	case !missing:
 		in.Rollout = c.rolloutInput(ctx, cm)
+		c.st.stages = stagesState{recordRead: true}
 	}
 	d, err := decide.Decide(c.renderer, in)
 	if err != nil {
 		return err
+	}
+	if staged && d.Source == decide.Document {
+		if err := c.stepStages(ctx, d); err != nil {
+			return err
+		}
 	}
 	if d.Valid() && !missing {
 		c.st.secrets = d.Secrets
@@ -166,13 +179,16 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	// phase, and until its promotion is confirmed, the copy stays the
 	// stable document: it is what a restart rolls back to. A copy that
 	// can't be written is an error, retried, and the status says so.
-	if d.Source == decide.Document && (d.Rollout == nil || d.Rollout.Promote) {
+	if d.Source == decide.Document && (d.Rollout == nil || d.Rollout.Promote) && c.stagesComplete(staged) {
 		if err := c.storeLastGood(ctx, cm, d.Candidate); err != nil {
 			if !errors.Is(err, errNotLeading) {
 				c.event(cm, corev1.EventTypeWarning, "LastGoodNotStored", "the last good copy %s could not be written, so a roll back would restore an older set: %v", LastGoodName(c.cfg.Name), err)
 			}
 			return err
 		}
+	}
+	if staged && d.Source == decide.Document {
+		c.stagesStored(d)
 	}
 	if d.Deliver() {
 		// A member the set did not reach is retried with backoff: one
@@ -196,10 +212,12 @@ func (c *Controller) deliver(ctx context.Context, d decide.Decision) ([]string, 
 	}
 	// A canary rollout's writes are fenced by the status (converge).
 	c.st.fence = d.Rollout != nil && d.Policy.Enabled()
-	if t := c.cfg.Rollout; t != nil {
+	targets, _, _ := c.members.snapshot()
+	if t := c.cfg.Rollout; t != nil && len(targets) == 0 && c.st.stages.plan == nil {
 		// Which pushes istiod sent before the set reached it: none of them
 		// carries it (over MCP the publisher, which serves the set, tells
-		// the tracker too; the first to tell it reads).
+		// the tracker too; the first to tell it reads). With members,
+		// each cluster's istiods are read before its own delivery.
 		t.Delivering(ctx, d.Set, rollout.ScopeOf(d.Set, c.cfg.RootNamespace))
 	}
 	return decide.Deliver(ctx, c.sink, d)

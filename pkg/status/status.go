@@ -129,6 +129,10 @@ type Status struct {
 	// cluster first, then every member by name, then each member Secret
 	// that gives no member. Absent on a single-cluster install.
 	Clusters []Cluster `json:"clusters,omitempty"`
+	// ClusterRollout is the rollout of the last change across clusters
+	// (rollout.clusters): its stages, where it stands, the clusters that
+	// failed; nil without stages.
+	ClusterRollout *canary.ClusterRecord `json:"clusterRollout,omitempty"`
 }
 
 // Cluster is one config cluster the controller delivers to.

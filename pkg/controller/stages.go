@@ -1,0 +1,268 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/canary"
+	"github.com/globalconfig/globalconfig/pkg/decide"
+	"github.com/globalconfig/globalconfig/pkg/render"
+	"github.com/globalconfig/globalconfig/pkg/rollout"
+	"github.com/globalconfig/globalconfig/pkg/status"
+)
+
+// stagesState is a rollout across clusters (rollout.clusters) as this
+// term follows it: the record (kept in the status), the previous set
+// (the last good one) and what the last step decided each cluster holds.
+type stagesState struct {
+	record     *canary.ClusterRecord
+	recordRead bool
+	// from is the set in force before the change: the stored last good
+	// document's (stored only once a rollout completes).
+	from *canary.Set
+	// out is the last step's output; plan what each cluster is to hold
+	// (cluster → set), nil when the set goes to every cluster as is.
+	out  *canary.ClusterOutput
+	plan map[string]*canary.Set
+}
+
+// staged says whether the document in data rolls out across clusters
+// (rollout.clusters): then the stage stepper decides, not Direct's
+// judgement of the whole fleet.
+func (c *Controller) staged(data map[string]string) bool {
+	res := c.renderer.FromConfigMap(data)
+	return res.Valid() && res.Rollout.Staged()
+}
+
+// known are the config clusters: the home cluster, then the members.
+func (c *Controller) known() []string {
+	targets, _, _ := c.members.snapshot()
+	out := []string{c.home.name}
+	for _, t := range targets {
+		out = append(out, t.name)
+	}
+	return out
+}
+
+// stepStages decides, for a valid staged document's decision d, which
+// set each cluster holds now (canary.StepClusters), and keeps the plan
+// for the delivery and the record for the status.
+func (c *Controller) stepStages(ctx context.Context, d decide.Decision) error {
+	ss := &c.st.stages
+	if !ss.recordRead {
+		if c.st.status != nil {
+			ss.record = c.st.status.ClusterRollout
+		}
+		ss.recordRead = true
+	}
+	to := &canary.Set{Objects: d.Set, Hash: render.SetHash(d.Set)}
+	if ss.from == nil {
+		from, _, err := c.lastGoodSet(ctx)
+		if err != nil {
+			return err
+		}
+		ss.from = c.directStable(from)
+	}
+	fromHash := ""
+	if ss.from != nil {
+		fromHash = ss.from.Hash
+	}
+	if r := ss.record; r != nil && r.From != "" && r.From != fromHash {
+		// The record's previous set is not the stored one: fail closed,
+		// every cluster keeps what it has.
+		ss.plan, ss.out = map[string]*canary.Set{}, &canary.ClusterOutput{Record: r, Phase: r.Phase,
+			Message: "the rollout across clusters is held: its previous set " + r.From + " is not the stored last good one (" + orNone(fromHash) + "), so no cluster can be given it back"}
+		return nil
+	}
+	in := canary.ClusterInput{Policy: d.Policy, Record: ss.record, Document: d.Document, From: fromHash, To: to.Hash,
+		Known: c.known(), Now: c.now(), Clusters: c.clusterStates(to.Hash)}
+	out := canary.StepClusters(in)
+	ss.out, ss.record = &out, out.Record
+	ss.plan = map[string]*canary.Set{}
+	for cluster, hash := range out.Hold {
+		switch {
+		case hash == to.Hash:
+			ss.plan[cluster] = to
+		case ss.from != nil && hash == ss.from.Hash:
+			ss.plan[cluster] = ss.from
+		}
+		// Another hash (a set an earlier rollout left a cluster with):
+		// nothing is written there; the cluster keeps what it has.
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// clusterStates is what the controller knows of each cluster for a
+// stage step about the set to: its last delivery, and the tracker's
+// answers about the set the cluster holds.
+func (c *Controller) clusterStates(to string) map[string]canary.ClusterState {
+	targets, _, _ := c.members.snapshot()
+	all := append([]*clusterTarget{c.home}, targets...)
+	var r *rollout.Status
+	if t := c.cfg.Rollout; t != nil {
+		r = t.Status()
+	}
+	out := map[string]canary.ClusterState{}
+	for _, t := range all {
+		s := canary.ClusterState{Reachable: t.err == nil && t.set != "", Delivered: t.err == nil && t.set == to}
+		if t.err != nil {
+			s.Error = c.scrub(t.err.Error())
+		}
+		if r != nil && r.Version == c.trackedVersion() {
+			if m, ok := r.Member(t.name); ok {
+				a := &canary.ClusterAnswers{Selected: m.Selected, Synced: m.Synced, Pending: m.Pending, Stale: m.Stale, NACKed: m.NACKed,
+					Complete: m.Istiod > 0 && m.Unreachable == 0}
+				for _, i := range r.Istiod {
+					if (i.Cluster == t.name || (i.Cluster == "" && len(all) == 1)) && i.Error != "" {
+						a.Unanswered = append(a.Unanswered, i.Name())
+					}
+				}
+				for _, p := range r.Proxies {
+					if p.State == rollout.NACKed && (p.Cluster == t.name || p.Cluster == "") && len(a.NACKs) < canary.MaxRecordedNACKs {
+						a.NACKs = append(a.NACKs, canary.Answer{Name: p.Name, State: string(p.State), Message: p.Message})
+					}
+				}
+				s.Answers = a
+			}
+		}
+		out[t.name] = s
+	}
+	return out
+}
+
+// trackedVersion is the version the tracker follows, "" without one.
+func (c *Controller) trackedVersion() string {
+	if t := c.cfg.Rollout; t != nil {
+		return t.Version()
+	}
+	return ""
+}
+
+// partFor is the set cluster name is to hold, and whether it is to be
+// delivered at all: under a rollout across clusters the plan's, else set.
+func (c *Controller) partFor(name string, set []*envoyfilter.Object) ([]*envoyfilter.Object, string, bool) {
+	if plan := c.st.stages.plan; plan != nil {
+		s, ok := plan[name]
+		if !ok {
+			return nil, "", false
+		}
+		return s.Objects, s.Hash, true
+	}
+	return set, render.SetHash(set), true
+}
+
+// clusterGeneration is, with members, what each cluster holds, for the
+// tracker: each is judged against its own part (nil with no member).
+func (c *Controller) clusterGeneration(set []*envoyfilter.Object) map[string]rollout.ClusterSet {
+	targets, _, _ := c.members.snapshot()
+	if len(targets) == 0 && c.st.stages.plan == nil {
+		return nil
+	}
+	out := map[string]rollout.ClusterSet{}
+	for _, t := range append([]*clusterTarget{c.home}, targets...) {
+		objs, _, ok := c.partFor(t.name, set)
+		if !ok {
+			if t.heldSet == nil {
+				continue
+			}
+			objs = t.heldSet
+		}
+		mine := forCluster(objs, t.name)
+		out[t.name] = rollout.ClusterSet{Contents: rollout.ContentsOf(mine), Scope: rollout.ScopeOf(mine, c.root())}
+	}
+	return out
+}
+
+// stagedHeld says whether every cluster of the plan holds what it is to.
+func (c *Controller) stagedHeld() bool {
+	targets, _, _ := c.members.snapshot()
+	for _, t := range append([]*clusterTarget{c.home}, targets...) {
+		if s, ok := c.st.stages.plan[t.name]; ok && t.set != s.Hash {
+			return false
+		}
+	}
+	return true
+}
+
+// stagesComplete says whether a staged document's set may be stored as
+// the last good one: its rollout across clusters completed and every
+// cluster holds what the plan says. Always true for a document without
+// stages.
+func (c *Controller) stagesComplete(staged bool) bool {
+	if !staged {
+		return true
+	}
+	out := c.st.stages.out
+	return out != nil && out.Complete && c.stagedHeld()
+}
+
+// stagesStored notes, after a sync of a staged document, that a stored
+// last good copy is the document's set: the previous set of its next
+// change. While the rollout is in progress, a sync is asked for again
+// shortly: its bake and deadline pass without any event.
+func (c *Controller) stagesStored(d decide.Decision) {
+	ss := &c.st.stages
+	if ss.out == nil {
+		return
+	}
+	if c.stagesComplete(true) && c.st.lastGoodHash == render.SetHash(d.Candidate) {
+		ss.from = &canary.Set{Objects: d.Candidate, Hash: c.st.lastGoodHash}
+	}
+	if ss.out.Phase == canary.Progressing {
+		c.enqueueAfter(stagePoll)
+	}
+}
+
+// stagePoll is how often a rollout across clusters is stepped while it
+// is in progress.
+const stagePoll = 2 * time.Second
+
+// reportStages puts the rollout across clusters into the status (the
+// record; RolledBack when it was rolled back, its one line in the
+// message) and records an Event for each step that started a stage,
+// failed a cluster or ended the rollout.
+func (c *Controller) reportStages(cm *corev1.ConfigMap, st *status.Status) {
+	ss := &c.st.stages
+	st.ClusterRollout = ss.record
+	out := ss.out
+	if out == nil {
+		return
+	}
+	switch {
+	case st.State != status.Applied && st.State != status.NACKed:
+	case out.Phase == canary.ClustersRolledBack:
+		st.State, st.Message = status.RolledBack, out.Message
+	case out.Message != "":
+		st.Message = joinMessage(out.Message, st.Message)
+	}
+	for _, f := range out.Failed {
+		c.event(cm, corev1.EventTypeWarning, "ClusterFailed", "cluster %s failed in stage %d: %s", f.Cluster, f.Stage+1, f.Reason)
+	}
+	switch {
+	case out.Ended && out.Phase == canary.ClustersRolledBack:
+		c.event(cm, corev1.EventTypeWarning, "RolledBack", "the rollout across clusters was rolled back: %s", out.Message)
+	case out.Ended && out.Complete:
+		c.event(cm, corev1.EventTypeNormal, "RolledOut", "the rollout across clusters is complete: %s", out.Message)
+	case out.StageStarted:
+		c.event(cm, corev1.EventTypeNormal, "StageStarted", "stage %d started: %s", out.Stage+1, out.Message)
+	}
+	// Each step's news is told once.
+	out.Failed, out.Ended, out.StageStarted = nil, false, false
+}
+
+func joinMessage(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}
