@@ -290,7 +290,8 @@ func (c *Controller) deliverClusters(ctx context.Context, set []*envoyfilter.Obj
 		var w []string
 		var err error
 		switch {
-		case !t.synced():
+		case t != c.home && !t.synced():
+			// The home cluster's cache synced before the term began.
 			err = fmt.Errorf("its managed EnvoyFilters could not be listed yet")
 			if msg := t.lastWatchErr(); msg != "" {
 				err = fmt.Errorf("%w: %s", err, msg)
