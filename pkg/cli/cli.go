@@ -56,7 +56,8 @@ const (
 	// ExitEnvoyRejects: the Envoy binary of --envoy refuses the predicted
 	// configuration.
 	ExitEnvoyRejects = 10
-	// ExitNoProxy: no istiod has the proxy --proxy names connected.
+	// ExitNoProxy: no istiod has the proxy --proxy names connected (or
+	// status lists no such proxy, or no cluster --cluster names).
 	ExitNoProxy = 11
 	// ExitIstiod: no istiod could be asked (unreachable, refused).
 	ExitIstiod = 12
@@ -105,7 +106,7 @@ Usage:
                                   preflight of one gateway or sidecar: the Envoy-level change of its listeners,
                                   routes and clusters, predicted from its current config; --envoy: and
                                   whether that Envoy binary loads the result (exit 10 if not)
-  globalconfig status [--kubeconfig K] [--configmap NS/NAME] [--state S] [--proxy NAME] [-o text|json|yaml]
+  globalconfig status [--kubeconfig K] [--configmap NS/NAME] [--state S] [--proxy NAME] [--cluster NAME] [-o text|json|yaml]
                                   the controller's status: the document's state and problems, the
                                   items and their EnvoyFilters, the canary rollout, and the rollout to the proxies
   globalconfig rollout promote|abort [--kubeconfig K] [--configmap NS/NAME]

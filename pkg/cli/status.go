@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,6 +75,20 @@ func statusCommand(args []string, env Env) int {
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "globalconfig status: ConfigMap %s/%s: %v (is the controller of another version?)\n", ns, statusName, err)
 		return ExitNoStatus
+	}
+	if filter.cluster != "" {
+		var names []string
+		for _, c := range st.Clusters {
+			names = append(names, c.Name)
+		}
+		if !slices.Contains(names, filter.cluster) {
+			if len(names) == 0 {
+				fmt.Fprintf(env.Stderr, "globalconfig status: --cluster %s: the status lists no clusters (the controller has no member Secrets)\n", filter.cluster)
+			} else {
+				fmt.Fprintf(env.Stderr, "globalconfig status: --cluster %s: no such cluster; the status lists %s\n", filter.cluster, strings.Join(names, ", "))
+			}
+			return ExitNoProxy
+		}
 	}
 	note, found := "", true
 	if filter.active() {

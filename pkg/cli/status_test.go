@@ -315,3 +315,42 @@ func TestStatusFilters(t *testing.T) {
 		t.Errorf("--state Happy: exit %d, stderr %q", code, errs)
 	}
 }
+
+// --cluster lists what belongs to one config cluster: its entry, its
+// istiods and proxies; an unknown name exits naming the clusters listed.
+func TestStatusClusterFilter(t *testing.T) {
+	r := testRollout()
+	since := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	r.Proxies = []rollout.Proxy{
+		{Name: "gw-a.istio-system", Type: "gateway", Istiod: "http://10.0.0.1:8080", State: rollout.Synced, Cluster: "a"},
+		{Name: "gw-b.istio-system", Type: "gateway", Istiod: "http://10.0.1.1:8080", State: rollout.NACKed, Message: "LDS: refused", Cluster: "b"},
+	}
+	r.Istiod = []rollout.Istiod{{Address: "http://10.0.0.1:8080", Proxies: 1, Cluster: "a"}, {Address: "http://10.0.1.1:8080", Proxies: 1, Cluster: "b"}}
+	r.Clusters = []rollout.ClusterCount{{Name: "a", Istiod: 1, Selected: 1, Synced: 1}, {Name: "b", Istiod: 1, Selected: 1, NACKed: 1}}
+	r.Selected, r.Synced, r.NACKed, r.Pending, r.Stale = 2, 1, 1, 0, 0
+	st := testStatus(r)
+	st.Clusters = []status.Cluster{
+		{Name: "a", Home: true, Reachable: true, Set: st.Applied.Hash, Objects: 2, Since: &since},
+		{Name: "b", Secret: "istio-system/globalconfig-member-b", Error: "apply envoyfilter istio-system/x: forbidden"},
+	}
+	c, _ := statusCluster(t, st)
+
+	code, out, errs := runIn(t, c, "status")
+	if code != cli.ExitOK || !strings.Contains(out, "a (home)") || !strings.Contains(out, "istio-system/globalconfig-member-b") || !strings.Contains(out, "forbidden") {
+		t.Errorf("status: exit %d, stderr %q, no clusters table:\n%s", code, errs, out)
+	}
+	code, out, _ = runIn(t, c, "status", "--cluster", "b", "-o", "json")
+	var got status.Status
+	if err := json.Unmarshal([]byte(out), &got); code != cli.ExitOK || err != nil {
+		t.Fatalf("--cluster b -o json: exit %d, %v:\n%s", code, err, out)
+	}
+	if len(got.Clusters) != 1 || got.Clusters[0].Name != "b" || len(got.Rollout.Proxies) != 1 || got.Rollout.Proxies[0].Name != "gw-b.istio-system" ||
+		len(got.Rollout.Istiod) != 1 || len(got.Rollout.Clusters) != 1 || got.Rollout.Selected != 2 {
+		t.Errorf("--cluster b kept the wrong entries: clusters %+v, proxies %+v, istiod %+v, counts %+v (selected %d)",
+			got.Clusters, got.Rollout.Proxies, got.Rollout.Istiod, got.Rollout.Clusters, got.Rollout.Selected)
+	}
+	code, _, errs = runIn(t, c, "status", "--cluster", "c")
+	if code != cli.ExitNoProxy || !strings.Contains(errs, "no such cluster; the status lists a, b") {
+		t.Errorf("--cluster c: exit %d, stderr %q", code, errs)
+	}
+}

@@ -20,14 +20,15 @@ const (
 // statusFilter is status's --state and --proxy: the status's lists of
 // proxies (the rollout's and the canary record's) cut to the proxies
 // asked for. The counts are never cut.
-type statusFilter struct{ state, proxy string }
+type statusFilter struct{ state, proxy, cluster string }
 
 func (f *statusFilter) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.state, "state", "", "list only the proxies in this state: NACKed, Stale, Pending, Synced, Silent or Unconnected")
 	fs.StringVar(&f.proxy, "proxy", "", "list only the proxy of this name (POD.NAMESPACE, as istioctl proxy-status shows it)")
+	fs.StringVar(&f.cluster, "cluster", "", "list only the proxies, istiods and cluster entries of this config cluster (a name status lists under clusters)")
 }
 
-func (f statusFilter) active() bool { return f.state != "" || f.proxy != "" }
+func (f statusFilter) active() bool { return f.state != "" || f.proxy != "" || f.cluster != "" }
 
 // states are the states --state takes, in display order.
 func filterStates() []string {
@@ -53,14 +54,21 @@ func (f *statusFilter) check() error {
 }
 
 func (f statusFilter) keep(name, state string) bool {
-	return (f.proxy == "" || name == f.proxy) && (f.state == "" || state == f.state)
+	return (f.proxy == "" || name == f.proxy || strings.HasSuffix(name, "/"+f.proxy)) && (f.state == "" || state == f.state)
 }
+
+// inCluster says whether an entry of cluster (its member, "" on a
+// single-cluster status) is kept.
+func (f statusFilter) inCluster(cluster string) bool { return f.cluster == "" || cluster == f.cluster }
 
 // apply is a copy of st with its lists of proxies cut to those f asks
 // for, and a note for people on what the status does not list; found
 // says whether any proxy is left.
 func (f statusFilter) apply(st *status.Status) (out *status.Status, note string, found bool) {
 	c := *st
+	if f.cluster != "" {
+		c.Clusters = slices.DeleteFunc(slices.Clone(st.Clusters), func(e status.Cluster) bool { return e.Name != f.cluster })
+	}
 	if r := st.Canary; r != nil {
 		rec := *r
 		rec.Canaries = slices.DeleteFunc(slices.Clone(r.Canaries), func(a canary.Answer) bool { return !f.keep(a.Name, a.State) })
@@ -72,11 +80,20 @@ func (f statusFilter) apply(st *status.Status) (out *status.Status, note string,
 		return &c, f.missing(st, found), found
 	}
 	r := *st.Rollout
-	r.Proxies = slices.DeleteFunc(slices.Clone(r.Proxies), func(p rollout.Proxy) bool { return !f.keep(p.Name, string(p.State)) })
-	r.Canaries = slices.DeleteFunc(slices.Clone(r.Canaries), func(p rollout.Proxy) bool { return !f.keep(p.Name, string(p.State)) })
-	r.Unlabelled = slices.DeleteFunc(slices.Clone(r.Unlabelled), func(n string) bool { return f.state != "" || !f.keep(n, "") })
-	r.Silent = slices.DeleteFunc(slices.Clone(r.Silent), func(p rollout.Silent) bool { return !f.keep(p.Name, stateSilent) })
-	r.Unconnected = slices.DeleteFunc(slices.Clone(r.Unconnected), func(p rollout.Unconnected) bool { return !f.keep(p.Name, stateUnconnected) })
+	r.Proxies = slices.DeleteFunc(slices.Clone(r.Proxies), func(p rollout.Proxy) bool { return !f.keep(p.Name, string(p.State)) || !f.inCluster(p.Cluster) })
+	r.Canaries = slices.DeleteFunc(slices.Clone(r.Canaries), func(p rollout.Proxy) bool { return !f.keep(p.Name, string(p.State)) || !f.inCluster(p.Cluster) })
+	r.Unlabelled = slices.DeleteFunc(slices.Clone(r.Unlabelled), func(n string) bool {
+		cluster, _, ok := strings.Cut(n, "/")
+		return f.state != "" || !f.keep(n, "") || (f.cluster != "" && (!ok || cluster != f.cluster))
+	})
+	r.Silent = slices.DeleteFunc(slices.Clone(r.Silent), func(p rollout.Silent) bool { return !f.keep(p.Name, stateSilent) || !f.inCluster(p.Cluster) })
+	r.Unconnected = slices.DeleteFunc(slices.Clone(r.Unconnected), func(p rollout.Unconnected) bool {
+		return !f.keep(p.Name, stateUnconnected) || !f.inCluster(p.Cluster)
+	})
+	if f.cluster != "" {
+		r.Istiod = slices.DeleteFunc(slices.Clone(r.Istiod), func(i rollout.Istiod) bool { return i.Cluster != f.cluster })
+		r.Clusters = slices.DeleteFunc(slices.Clone(r.Clusters), func(m rollout.ClusterCount) bool { return m.Name != f.cluster })
+	}
 	// The filtered lists say nothing of the proxies the status leaves
 	// out: the note does.
 	r.Unlisted, r.CanariesUnlisted, r.UnlabelledUnlisted, r.SilentUnlisted, r.UnconnectedUnlisted = 0, 0, 0, 0, 0
