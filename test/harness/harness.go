@@ -58,6 +58,7 @@ const (
 	controllerToken = "globalconfig-controller-token"
 	operatorToken   = "globalconfig-operator-token"
 	readerToken     = "globalconfig-reader-token"
+	memberToken     = "globalconfig-member-token"
 	// AdminUser is in system:masters: it may do anything.
 	AdminUser = "admin"
 	// ControllerUser is the user the controller runs as: the ServiceAccount
@@ -69,6 +70,12 @@ const (
 	// and ServiceEntries, in every namespace (ReaderClusterRole): a
 	// member's credentials that can't write EnvoyFilters.
 	ReaderUser = "reader"
+	// MemberUser is the ServiceAccount istio-system/globalconfig-member
+	// that a member cluster's least RBAC binds (deploy/member, globalconfig
+	// create-member-secret); the cluster binds nothing to it until the test
+	// applies that RBAC. Its token is static, so a member Secret can hold
+	// it without the token controller a real cluster runs.
+	MemberUser = "system:serviceaccount:istio-system:globalconfig-member"
 	// ReaderClusterRole is the ClusterRole bound to ReaderUser.
 	ReaderClusterRole = "globalconfig-test-reader"
 )
@@ -229,6 +236,8 @@ type Cluster struct {
 	OperatorKubeconfig string
 	// ReaderKubeconfig is ReaderUser's: read-only.
 	ReaderKubeconfig string
+	// MemberKubeconfig is MemberUser's.
+	MemberKubeconfig string
 	Admin            kubernetes.Interface
 	Istio            istioclient.Interface
 	AdminConfig      *rest.Config
@@ -440,8 +449,9 @@ func startAPIServerOn(ctx context.Context, etcd *sharedEtcd, dir, name, prefix s
 	c.ControllerKubeconfig = filepath.Join(dir, "controller.kubeconfig")
 	c.OperatorKubeconfig = filepath.Join(dir, "operator.kubeconfig")
 	c.ReaderKubeconfig = filepath.Join(dir, "reader.kubeconfig")
+	c.MemberKubeconfig = filepath.Join(dir, "member.kubeconfig")
 	for path, token := range map[string]string{c.AdminKubeconfig: adminToken, c.ControllerKubeconfig: controllerToken,
-		c.OperatorKubeconfig: operatorToken, c.ReaderKubeconfig: readerToken} {
+		c.OperatorKubeconfig: operatorToken, c.ReaderKubeconfig: readerToken, c.MemberKubeconfig: memberToken} {
 		if err := writeKubeconfig(path, c.APIServerURL, token); err != nil {
 			return nil, err
 		}
@@ -611,16 +621,16 @@ func (c *Cluster) bindReader(ctx context.Context) error {
 }
 
 // Kubeconfig is the path and the contents of the kubeconfig of user
-// (AdminUser, ControllerUser, OperatorUser or ReaderUser) for c's API
+// (AdminUser, ControllerUser, OperatorUser, ReaderUser or MemberUser) for c's API
 // server, its namespace istio-system: what a member Secret or an Istio
 // remote secret holds.
 func (c *Cluster) Kubeconfig(user string) (path string, data []byte, err error) {
 	paths := map[string]string{AdminUser: c.AdminKubeconfig, ControllerUser: c.ControllerKubeconfig,
-		OperatorUser: c.OperatorKubeconfig, ReaderUser: c.ReaderKubeconfig}
+		OperatorUser: c.OperatorKubeconfig, ReaderUser: c.ReaderKubeconfig, MemberUser: c.MemberKubeconfig}
 	path, ok := paths[user]
 	if !ok {
-		return "", nil, fmt.Errorf("kubeconfig of cluster %s: no user %q: the users are %s, %s, %s and %s",
-			c.Name, user, AdminUser, ControllerUser, OperatorUser, ReaderUser)
+		return "", nil, fmt.Errorf("kubeconfig of cluster %s: no user %q: the users are %s, %s, %s, %s and %s",
+			c.Name, user, AdminUser, ControllerUser, OperatorUser, ReaderUser, MemberUser)
 	}
 	if data, err = os.ReadFile(path); err != nil {
 		return "", nil, fmt.Errorf("kubeconfig of cluster %s for %s: %w", c.Name, user, err)
@@ -697,8 +707,8 @@ func writeAuthFiles(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "sa.key"), keyPEM, 0o600); err != nil {
 		return err
 	}
-	tokens := fmt.Sprintf("%s,%s,admin-uid,system:masters\n%s,%s,controller-uid,\"system:serviceaccounts,system:serviceaccounts:istio-system\"\n%s,%s,operator-uid\n%s,%s,reader-uid\n",
-		adminToken, AdminUser, controllerToken, ControllerUser, operatorToken, OperatorUser, readerToken, ReaderUser)
+	tokens := fmt.Sprintf("%s,%s,admin-uid,system:masters\n%s,%s,controller-uid,\"system:serviceaccounts,system:serviceaccounts:istio-system\"\n%s,%s,operator-uid\n%s,%s,reader-uid\n%s,%s,member-uid,\"system:serviceaccounts,system:serviceaccounts:istio-system\"\n",
+		adminToken, AdminUser, controllerToken, ControllerUser, operatorToken, OperatorUser, readerToken, ReaderUser, memberToken, MemberUser)
 	return os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600)
 }
 

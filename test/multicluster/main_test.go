@@ -178,6 +178,9 @@ func setupSuite(ctx context.Context, dir string) error {
 	if err := siteB.CreateRemoteSecret(ctx, siteA.Cluster); err != nil {
 		return err
 	}
+	if err := allowMemberSecrets(ctx, siteA.Cluster); err != nil {
+		return err
+	}
 	if err := startSDS(dir); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,9 +24,38 @@ const (
 	memberDebugURLsAnnotation = "globalconfig.io/istiod-debug-urls"
 )
 
+// homeSecretsRole is the Role that lets the controller read member
+// Secrets in its namespace of the home cluster.
+const homeSecretsRole = "globalconfig-member-secrets"
+
+// allowMemberSecrets lets the controller's ServiceAccount in c read the
+// Secrets of its namespace (run --member-secrets lists and watches
+// them), which deploy/base does not grant: a single-cluster install reads
+// no Secret but the webhook's.
+func allowMemberSecrets(ctx context.Context, c *harness.Cluster) error {
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: homeSecretsRole, Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: homeSecretsRole, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: homeSecretsRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "globalconfig", Namespace: ns}},
+	}
+	if _, err := c.Admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster %s: create role %s: %w", c.Name, homeSecretsRole, err)
+	}
+	if _, err := c.Admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster %s: create role binding %s: %w", c.Name, homeSecretsRole, err)
+	}
+	return nil
+}
+
 // memberSecret is the member Secret of s for the controller in cluster
-// a: user's kubeconfig for s's API server (harness.ControllerUser to
-// manage it, harness.ReaderUser to be refused every write), and the
+// a: user's kubeconfig for s's API server (harness.ControllerUser, bound
+// by deploy/base; harness.MemberUser, once the test applied the member
+// RBAC of deploy/member in s; harness.ReaderUser to be refused every
+// write), and the
 // address of s's istiod, which the controller can't find from s's
 // EndpointSlices on loopback.
 func memberSecret(s *site, user string) (*corev1.Secret, error) {
