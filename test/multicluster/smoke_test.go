@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -270,4 +271,40 @@ func listenerAddresses(ctx context.Context, g *harness.EnvoyGateway) ([]string, 
 		}
 	}
 	return out, nil
+}
+
+// TestSiblingClusterStopsAlone: a third cluster started at runtime on the
+// suite's etcd keeps its own objects (not a's), and stopping it leaves
+// the etcd, and so clusters a and b, serving.
+func TestSiblingClusterStopsAlone(t *testing.T) {
+	ctx := harness.TestContext(t, "multicluster", setupErr)
+	c, err := siteA.StartSibling(ctx, filepath.Join(suiteDir, "c"), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			c.Stop()
+		}
+	}()
+	if c.Name != "c" || c.APIServerURL == siteA.APIServerURL || c.APIServerURL == siteB.APIServerURL {
+		t.Errorf("sibling: name %q at %s, want c at an address of its own (a at %s, b at %s)", c.Name, c.APIServerURL, siteA.APIServerURL, siteB.APIServerURL)
+	}
+	if _, err := c.Istio.NetworkingV1().Gateways(ns).Get(ctx, siteA.GatewayName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cluster c: cluster a's Gateway: error %v, want NotFound", err)
+	}
+	if _, err := c.Admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		t.Errorf("cluster c is not prepared: %v", err)
+	}
+	c.Stop()
+	stopped = true
+	if siteA.Etcd().Exited() {
+		t.Fatalf("the etcd of clusters a and b stopped with cluster c:\n%s", siteA.Etcd().Log(2000))
+	}
+	for _, s := range sites {
+		if _, err := s.Istio.NetworkingV1().Gateways(ns).Get(ctx, s.GatewayName, metav1.GetOptions{}); err != nil {
+			t.Errorf("cluster %s after cluster c stopped: %v", s.Name, err)
+		}
+	}
 }
