@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/globalconfig/globalconfig/test/fleet"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
@@ -305,6 +307,38 @@ func TestSiblingClusterStopsAlone(t *testing.T) {
 	for _, s := range sites {
 		if _, err := s.Istio.NetworkingV1().Gateways(ns).Get(ctx, s.GatewayName, metav1.GetOptions{}); err != nil {
 			t.Errorf("cluster %s after cluster c stopped: %v", s.Name, err)
+		}
+	}
+}
+
+// TestFleetInEitherCluster: the fleet's lightweight proxies report the
+// cluster they are started in, and each cluster's istiod lists its own
+// fleet in that cluster.
+func TestFleetInEitherCluster(t *testing.T) {
+	ctx := harness.TestContext(t, "multicluster", setupErr)
+	const n = 3
+	for _, s := range sites {
+		f, err := fleet.Start(ctx, fleet.Options{Addr: s.Istiod.GRPCAddr, Gateways: n, ClusterID: s.Name, Connect: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("fleet in cluster %s: %v", s.Name, err)
+		}
+		defer f.Close()
+	}
+	for _, s := range sites {
+		var proxies map[string]syncEntry
+		var err error
+		ok := harness.Eventually(ctx, 30*time.Second, func() bool {
+			proxies, err = syncz(ctx, s.Istiod)
+			count := 0
+			for id, e := range proxies {
+				if strings.HasSuffix(id, ".istio-ingress") && e.ClusterID == s.Name {
+					count++
+				}
+			}
+			return err == nil && count == n
+		})
+		if !ok {
+			t.Errorf("istiod of cluster %s does not list %d fleet gateways in cluster %s: %v %v", s.Name, n, s.Name, proxies, err)
 		}
 	}
 }
