@@ -48,6 +48,9 @@ const (
 	httpPort    = 8080
 	backendHost = "backend.multicluster.test"
 	backendPort = 8080
+	// clusterHeader is the response header each cluster's VirtualService
+	// sets to the cluster's name: which cluster's config a gateway serves.
+	clusterHeader = "x-mesh-cluster"
 )
 
 // site is one config cluster of the suite: its API server, its istiod
@@ -257,7 +260,8 @@ func startSDS(dir string) error {
 // createMesh creates in s's cluster what its gateway serves: its Gateway
 // (HTTP on httpPort), moved to its loopback address by a hand-written
 // EnvoyFilter, a ServiceEntry that puts the backend in the mesh, and a
-// VirtualService routing every host to it.
+// VirtualService routing every host to it that sets clusterHeader to the
+// cluster's name on every response.
 func (s *site) createMesh(ctx context.Context) error {
 	gw := &clientnetworkingv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: s.GatewayName, Namespace: ns},
@@ -282,7 +286,16 @@ func (s *site) createMesh(ctx context.Context) error {
 	if err := s.CreateLoopbackService(ctx, backendHost, backendPort, back.Addr.Port); err != nil {
 		return fmt.Errorf("cluster %s: backend service entry: %w", s.Name, err)
 	}
-	vs := &clientnetworkingv1.VirtualService{
+	if _, err := s.Istio.NetworkingV1().VirtualServices(ns).Create(ctx, s.virtualService(s.Name), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("cluster %s: create virtual service: %w", s.Name, err)
+	}
+	return nil
+}
+
+// virtualService is s's VirtualService "to-backend": every host of its
+// gateway to the backend, each response carrying clusterHeader: mark.
+func (s *site) virtualService(mark string) *clientnetworkingv1.VirtualService {
+	return &clientnetworkingv1.VirtualService{
 		ObjectMeta: metav1.ObjectMeta{Name: "to-backend", Namespace: ns},
 		Spec: networkingv1.VirtualService{
 			Hosts:    []string{"*"},
@@ -291,24 +304,26 @@ func (s *site) createMesh(ctx context.Context) error {
 				Route: []*networkingv1.HTTPRouteDestination{{Destination: &networkingv1.Destination{
 					Host: backendHost, Port: &networkingv1.PortSelector{Number: backendPort},
 				}}},
+				Headers: &networkingv1.Headers{Response: &networkingv1.Headers_HeaderOperations{Set: map[string]string{clusterHeader: mark}}},
 			}},
 		},
 	}
-	if _, err := s.Istio.NetworkingV1().VirtualServices(ns).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("cluster %s: create virtual service: %w", s.Name, err)
-	}
-	return nil
 }
 
 // waitServing waits until a request through s's gateway reaches the
-// backend.
-func (s *site) waitServing(ctx context.Context) error {
+// backend, its answer marked with s's cluster's name.
+func (s *site) waitServing(ctx context.Context) error { return s.waitServingMarked(ctx, s.Name) }
+
+// waitServingMarked waits until a request through s's gateway reaches
+// the backend, its answer carrying clusterHeader: mark.
+func (s *site) waitServingMarked(ctx context.Context, mark string) error {
 	var last error
 	ok := harness.Eventually(ctx, 60*time.Second, func() bool {
 		var r *response
 		r, last = get(ctx, s.URL("/echo"))
-		if last == nil && (r.status != http.StatusOK || r.header.Get(harness.BackendHeader) != harness.BackendName) {
-			last = fmt.Errorf("status %d, %s %q: %s", r.status, harness.BackendHeader, r.header.Get(harness.BackendHeader), r.body)
+		if last == nil && (r.status != http.StatusOK || r.header.Get(harness.BackendHeader) != harness.BackendName || r.header.Get(clusterHeader) != mark) {
+			last = fmt.Errorf("status %d, %s %q, %s %q (want %q): %s", r.status, harness.BackendHeader, r.header.Get(harness.BackendHeader),
+				clusterHeader, r.header.Get(clusterHeader), mark, r.body)
 		}
 		return last == nil
 	})

@@ -26,8 +26,9 @@ import (
 // TestTwoClustersServeTheirGateways: each cluster's gateway took the
 // listener its own cluster's config gives it (moved to its own loopback
 // address by an EnvoyFilter of that cluster), serves traffic to the
-// backend through it, and its cluster's istiod knows it as a proxy of
-// that cluster.
+// backend through it by its own cluster's route (the response header the
+// cluster's VirtualService sets), and its cluster's istiod knows it as a
+// proxy of that cluster.
 func TestTwoClustersServeTheirGateways(t *testing.T) {
 	ctx := harness.TestContext(t, "multicluster", setupErr)
 	for _, s := range sites {
@@ -46,6 +47,9 @@ func TestTwoClustersServeTheirGateways(t *testing.T) {
 			}
 			if r.status != http.StatusOK || r.header.Get(harness.BackendHeader) != harness.BackendName {
 				t.Errorf("GET %s: status %d, %s %q, want 200 from the backend: %s", s.URL("/echo"), r.status, harness.BackendHeader, r.header.Get(harness.BackendHeader), r.body)
+			}
+			if got := r.header.Get(clusterHeader); got != s.Name {
+				t.Errorf("GET %s: %s %q, want %q: the gateway serves another cluster's routes", s.URL("/echo"), clusterHeader, got, s.Name)
 			}
 			proxies, err := syncz(ctx, s.Istiod)
 			if err != nil {
@@ -156,7 +160,8 @@ func TestReaderCredentialsOnlyRead(t *testing.T) {
 // TestAPIServerRestartKeepsItsCluster: cluster b's API server killed,
 // cluster a's still answers (they share one etcd) and b's gateway still
 // serves what its istiod last sent; b's restarted on its own address
-// holds b's objects and not a's.
+// holds b's objects and not a's, and b's istiod takes an edit made there
+// to b's gateway.
 func TestAPIServerRestartKeepsItsCluster(t *testing.T) {
 	ctx := harness.TestContext(t, "multicluster", setupErr)
 	siteB.KillAPIServer()
@@ -191,9 +196,25 @@ func TestAPIServerRestartKeepsItsCluster(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("cluster %s after its restart: cluster %s's Gateway: error %v, want NotFound", siteB.Name, siteA.Name, err)
 	}
-	if err := siteB.waitServing(ctx); err != nil {
-		t.Error(err)
+	// b's istiod follows b's API server again: an edit there reaches b's
+	// gateway.
+	vsAPI := siteB.Istio.NetworkingV1().VirtualServices(ns)
+	setMark := func(mark string) {
+		t.Helper()
+		vs, err := vsAPI.Get(ctx, "to-backend", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs.Spec.Http[0].Headers.Response.Set[clusterHeader] = mark
+		if _, err := vsAPI.Update(ctx, vs, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := siteB.waitServingMarked(ctx, mark); err != nil {
+			t.Errorf("after the restart of cluster %s's API server: %v", siteB.Name, err)
+		}
 	}
+	setMark(siteB.Name + "-restarted")
+	setMark(siteB.Name)
 }
 
 // syncEntry is the part of istiod's /debug/syncz entry these tests read.
