@@ -22,7 +22,7 @@ import (
 )
 
 // benchEdits bounds the benchmark: edits per path.
-const benchEdits = 10
+const benchEdits = 20
 
 // The gzip filter globalconfig names, and the name the direct copy's
 // filter takes so that both can stand in one gateway.
