@@ -118,6 +118,9 @@ func (c *Cluster) StartEnvoyGateway(ctx context.Context, istiod *Istiod, o Gatew
 	if o.Namespace == "" {
 		o.Namespace = Namespace
 	}
+	if o.ClusterID == "" {
+		o.ClusterID = DefaultClusterName
+	}
 	if o.IstioVersion == "" {
 		v, err := IstioReleaseOf(o.Binary.Version)
 		if err != nil {
@@ -145,9 +148,6 @@ func (c *Cluster) StartEnvoyGateway(ctx context.Context, istiod *Istiod, o Gatew
 	p, err := Start(c.Dir, o.Name, o.Binary.Path, args, nil)
 	if err != nil {
 		return nil, err
-	}
-	if o.ClusterID == "" {
-		o.ClusterID = DefaultClusterName
 	}
 	g := &EnvoyGateway{Process: p, Binary: o.Binary, NodeID: nodeID, ClusterID: o.ClusterID, IstioVersion: o.IstioVersion,
 		AdminAddr: fmt.Sprintf("127.0.0.1:%d", adminPort), admin: &http.Client{Timeout: 5 * time.Second}}
