@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -384,14 +385,24 @@ func (c *Cluster) StartSibling(ctx context.Context, dir, name string) (*Cluster,
 	return startMember(ctx, c.etcd, dir, name)
 }
 
-// checkClusterName refuses a name that can't be a directory, an etcd
-// prefix and a Secret's data key alike.
+// clusterNamePattern is what a cluster name may be here, as Istio
+// cluster IDs go (Kubernetes, eu-west-1) and as a Secret's data key, a
+// directory and an etcd prefix can hold it.
+var clusterNamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+
+// checkClusterName refuses a name that can't be a cluster ID, a
+// directory, an etcd prefix and a Secret's data key alike.
 func checkClusterName(name string) error {
-	if name == "" || len(name) > 63 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" ||
-		strings.HasPrefix(name, "-") || strings.HasSuffix(name, "-") {
-		return fmt.Errorf("cluster name %q must be a DNS label: 1 to 63 lower-case letters, digits and dashes, not starting or ending with a dash", name)
+	if !clusterNamePattern.MatchString(name) {
+		return fmt.Errorf("cluster name %q must be 1 to 63 letters, digits, '.', '_' and '-', starting and ending with a letter or a digit", name)
 	}
 	return nil
+}
+
+// SecretNameFor is prefix followed by cluster name made fit for an
+// object's name: lower case, '_' as '-'.
+func SecretNameFor(prefix, name string) string {
+	return prefix + strings.ReplaceAll(strings.ToLower(name), "_", "-")
 }
 
 // startMember starts the API server of cluster name on etcd, in dir, with
@@ -647,7 +658,8 @@ const (
 )
 
 // RemoteSecretFor is a Secret in Istio's remote-secret format for cluster
-// of, in istio-system, named istio-remote-secret-<of.Name>: data key
+// of, in istio-system, named istio-remote-secret-<of.Name> (lower case,
+// as SecretNameFor makes it): data key
 // of.Name holds the kubeconfig of user for of's API server, and the
 // annotation networking.istio.io/cluster names of. It has no label: add
 // Istio's (CreateRemoteSecret does) or globalconfig's member label.
@@ -658,7 +670,7 @@ func RemoteSecretFor(of *Cluster, user string) (*corev1.Secret, error) {
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        "istio-remote-secret-" + of.Name,
+			Name:        SecretNameFor("istio-remote-secret-", of.Name),
 			Namespace:   Namespace,
 			Annotations: map[string]string{RemoteSecretClusterAnnotation: of.Name},
 		},

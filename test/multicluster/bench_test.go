@@ -270,7 +270,7 @@ func directGzip(b *testing.B, v int) []byte {
 // controller's EnvoyFilters in both clusters.
 func cleanUp(tb testing.TB) {
 	bg := context.Background()
-	_ = siteA.Admin.CoreV1().Secrets(ns).Delete(bg, "globalconfig-member-"+siteB.Name, metav1.DeleteOptions{})
+	_ = siteA.Admin.CoreV1().Secrets(ns).Delete(bg, harness.SecretNameFor("globalconfig-member-", siteB.Name), metav1.DeleteOptions{})
 	for _, name := range []string{harness.ConfigMapName, status.ConfigMapName(harness.ConfigMapName), controller.LastGoodName(harness.ConfigMapName)} {
 		_ = siteA.Admin.CoreV1().ConfigMaps(ns).Delete(bg, name, metav1.DeleteOptions{})
 	}

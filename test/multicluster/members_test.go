@@ -63,7 +63,7 @@ func memberSecret(s *site, user string) (*corev1.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
-	sec.Name = "globalconfig-member-" + s.Name
+	sec.Name = harness.SecretNameFor("globalconfig-member-", s.Name)
 	sec.Labels = map[string]string{memberLabel: "true"}
 	sec.Annotations[memberClusterAnnotation] = s.Name
 	sec.Annotations[memberDebugURLsAnnotation] = s.Istiod.DebugURL()
