@@ -363,3 +363,49 @@ func TestFleetInEitherCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadThroughBothGateways: the load helper's GETs and POSTs are
+// answered 200 by both gateways, and each gateway's own statistics, which
+// statsArgs gives the controller for rollout.analysis, count them.
+func TestLoadThroughBothGateways(t *testing.T) {
+	ctx := harness.TestContext(t, "multicluster", setupErr)
+	before := map[*site]int64{}
+	for _, s := range sites {
+		before[s] = downstream2xx(ctx, t, s)
+	}
+	l := startLoad(ctx, t, sites...)
+	time.Sleep(time.Second)
+	l.halt()
+	for _, s := range sites {
+		ok := l.count(s, http.StatusOK)
+		if ok < 10 {
+			t.Errorf("cluster %s: %d answers 200 in a second of load, want at least 10: %v", s.Name, ok, l.got[s.Name])
+		}
+		if len(l.got[s.Name]) != 1 {
+			t.Errorf("cluster %s: answers other than 200: %v", s.Name, l.got[s.Name])
+		}
+		if got := downstream2xx(ctx, t, s) - before[s]; got < int64(ok) {
+			t.Errorf("cluster %s: the gateway's statistics count %d 2xx answers, the load %d", s.Name, got, ok)
+		}
+	}
+	if arg := statsArgs(sites...); !strings.Contains(arg, siteB.proxyName()+"=http://"+siteB.Gateway.AdminAddr) {
+		t.Errorf("statsArgs %s names no statistics of %s", arg, siteB.proxyName())
+	}
+}
+
+// downstream2xx is the 2xx answers s's gateway counted on its HTTP
+// listener (its own admin).
+func downstream2xx(ctx context.Context, t *testing.T, s *site) int64 {
+	t.Helper()
+	st, err := s.Gateway.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for name, v := range st {
+		if strings.HasPrefix(name, "http.") && strings.HasSuffix(name, ".downstream_rq_2xx") && !strings.HasPrefix(name, "http.admin.") {
+			n += v
+		}
+	}
+	return n
+}
