@@ -36,6 +36,10 @@ const (
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 )
 
+// DefaultClusterID is the CLUSTER_ID proxies report when Options names
+// none: istiod's own default cluster ID.
+const DefaultClusterID = "Kubernetes"
+
 // Kind is a proxy's kind.
 type Kind string
 
@@ -67,6 +71,10 @@ type Options struct {
 	// "http.80" for a gateway's port 80 server, a port number for a
 	// sidecar's outbound HTTP routes.
 	GatewayRoutes, SidecarRoutes []string
+	// ClusterID is the CLUSTER_ID every proxy reports, the cluster its
+	// pod runs in (the Name of the cluster whose istiod Addr is); default
+	// DefaultClusterID. A fleet per cluster puts proxies in several.
+	ClusterID string
 	// Connect bounds the time to connect every proxy.
 	Connect time.Duration
 	// Seed makes the mix repeatable.
@@ -76,14 +84,16 @@ type Options struct {
 // Proxy is one connected proxy.
 type Proxy struct {
 	Name, Namespace, Version string
-	Kind                     Kind
-	Canary                   bool
-	routes                   []string
-	node                     *corev3.Node
-	conn                     *grpc.ClientConn
-	stream                   discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	cancel                   context.CancelFunc
-	fleet                    *Fleet
+	// Cluster is the CLUSTER_ID it reports.
+	Cluster string
+	Kind    Kind
+	Canary  bool
+	routes  []string
+	node    *corev3.Node
+	conn    *grpc.ClientConn
+	stream  discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	cancel  context.CancelFunc
+	fleet   *Fleet
 
 	mu     sync.Mutex
 	pushes map[string]int // responses by type
@@ -130,6 +140,9 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	if o.Connect == 0 {
 		o.Connect = 2 * time.Minute
 	}
+	if o.ClusterID == "" {
+		o.ClusterID = DefaultClusterID
+	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed+1))
 	f := &Fleet{markers: map[string]*watch{}}
 	canaries := int(float64(o.Gateways)*o.CanaryShare + 0.5)
@@ -137,7 +150,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		canaries = 1
 	}
 	for i := range o.Gateways {
-		p := &Proxy{Kind: Gateway, Namespace: o.GatewayNamespace, Version: o.Versions[i%len(o.Versions)], Canary: i < canaries, routes: o.GatewayRoutes}
+		p := &Proxy{Kind: Gateway, Namespace: o.GatewayNamespace, Cluster: o.ClusterID, Version: o.Versions[i%len(o.Versions)], Canary: i < canaries, routes: o.GatewayRoutes}
 		p.Name = fmt.Sprintf("gw-%d", i)
 		p.node = node(p, ip(1, i), map[string]any{"istio": "ingressgateway", "app": "istio-ingressgateway",
 			"globalconfig.io/canary": fmt.Sprint(p.Canary)})
@@ -145,7 +158,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	for i := range o.Sidecars {
 		ns := fmt.Sprintf("team-%d", rng.IntN(o.Namespaces))
-		p := &Proxy{Kind: Sidecar, Namespace: ns, Version: o.Versions[i%len(o.Versions)], routes: o.SidecarRoutes}
+		p := &Proxy{Kind: Sidecar, Namespace: ns, Cluster: o.ClusterID, Version: o.Versions[i%len(o.Versions)], routes: o.SidecarRoutes}
 		p.Name = fmt.Sprintf("app-%d", i)
 		p.node = node(p, ip(2, i), map[string]any{"app": fmt.Sprintf("app-%d", i%50), "version": "v1"})
 		f.Proxies = append(f.Proxies, p)
@@ -187,7 +200,7 @@ func ip(b, i int) string { return fmt.Sprintf("10.%d.%d.%d", 10+b, (i/250)%250, 
 
 func node(p *Proxy, addr string, labels map[string]any) *corev3.Node {
 	md, _ := structpb.NewStruct(map[string]any{
-		"ISTIO_VERSION": p.Version, "NAMESPACE": p.Namespace, "CLUSTER_ID": "Kubernetes", "LABELS": labels,
+		"ISTIO_VERSION": p.Version, "NAMESPACE": p.Namespace, "CLUSTER_ID": p.Cluster, "LABELS": labels,
 	})
 	kind := "sidecar"
 	if p.Kind == Gateway {

@@ -84,6 +84,10 @@ type GatewayOptions struct {
 	// Clusters are added to the bootstrap's static clusters (an SDS
 	// server for the gateway's certificates).
 	Clusters []*clusterv3.Cluster
+	// ClusterID is the CLUSTER_ID the node reports, the cluster its pod
+	// runs in; DefaultClusterName when empty. Give it the Name of the
+	// Cluster whose istiod the gateway connects to.
+	ClusterID string
 	// AllowUnknownFields lets Envoy accept dynamic configuration with
 	// fields it doesn't know (Envoy's default). Off, the gateway runs with
 	// --reject-unknown-dynamic-fields and NACKs such configuration.
@@ -97,6 +101,8 @@ type EnvoyGateway struct {
 	*Process
 	Binary *envoybin.Binary
 	NodeID string
+	// ClusterID is the CLUSTER_ID its node reports.
+	ClusterID string
 	// IstioVersion is the ISTIO_VERSION its node reports.
 	IstioVersion string
 	AdminAddr    string
@@ -111,6 +117,9 @@ const XDSCluster = "xds-grpc"
 func (c *Cluster) StartEnvoyGateway(ctx context.Context, istiod *Istiod, o GatewayOptions) (*EnvoyGateway, error) {
 	if o.Namespace == "" {
 		o.Namespace = Namespace
+	}
+	if o.ClusterID == "" {
+		o.ClusterID = DefaultClusterName
 	}
 	if o.IstioVersion == "" {
 		v, err := IstioReleaseOf(o.Binary.Version)
@@ -140,7 +149,7 @@ func (c *Cluster) StartEnvoyGateway(ctx context.Context, istiod *Istiod, o Gatew
 	if err != nil {
 		return nil, err
 	}
-	g := &EnvoyGateway{Process: p, Binary: o.Binary, NodeID: nodeID, IstioVersion: o.IstioVersion,
+	g := &EnvoyGateway{Process: p, Binary: o.Binary, NodeID: nodeID, ClusterID: o.ClusterID, IstioVersion: o.IstioVersion,
 		AdminAddr: fmt.Sprintf("127.0.0.1:%d", adminPort), admin: &http.Client{Timeout: 5 * time.Second}}
 	var last error
 	ok := Eventually(ctx, 60*time.Second, func() bool {
@@ -173,6 +182,10 @@ func GatewayBootstrap(xdsAddr string, adminPort int, o GatewayOptions) ([]byte, 
 	if err != nil {
 		return nil, "", err
 	}
+	clusterID := o.ClusterID
+	if clusterID == "" {
+		clusterID = DefaultClusterName
+	}
 	labels := map[string]any{}
 	for k, v := range o.Labels {
 		labels[k] = v
@@ -180,7 +193,7 @@ func GatewayBootstrap(xdsAddr string, adminPort int, o GatewayOptions) ([]byte, 
 	md, err := structpb.NewStruct(map[string]any{
 		"ISTIO_VERSION": o.IstioVersion,
 		"NAMESPACE":     o.Namespace,
-		"CLUSTER_ID":    "Kubernetes",
+		"CLUSTER_ID":    clusterID,
 		"LABELS":        labels,
 		"NAME":          "gw-" + o.Name,
 	})

@@ -19,7 +19,13 @@ type Istiod struct {
 	// MonitoringAddr serves istiod's own metrics (/metrics): its pushes
 	// and its process's CPU and memory.
 	MonitoringAddr string
+	// ClusterID is the cluster ID istiod runs with.
+	ClusterID string
 }
+
+// DebugURL is the base URL of istiod's debug endpoints (/debug/syncz,
+// /debug/adsz), as the controller's --istiod-debug-url takes it.
+func (i *Istiod) DebugURL() string { return "http://" + i.HTTPAddr }
 
 // StartIstiod starts istiod with meshConfig (YAML; rootNamespace is
 // istio-system when it says nothing else) and waits until /ready answers.
@@ -42,6 +48,10 @@ type IstiodOptions struct {
 	HTTPPort int
 	// Env is added to istiod's environment (feature switches).
 	Env []string
+	// ClusterID is istiod's CLUSTER_ID, the name of the cluster it runs
+	// in (its Cluster's Name in a multi-cluster test); empty keeps
+	// istiod's default, DefaultClusterName.
+	ClusterID string
 }
 
 // StartIstiodWith starts istiod as o says and waits until /ready answers.
@@ -66,6 +76,13 @@ func (c *Cluster) StartIstiodWith(ctx context.Context, o IstiodOptions) (*Istiod
 		return nil, err
 	}
 	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	env := []string{
+		"POD_NAME=" + name, "POD_NAMESPACE=" + Namespace, "REVISION=default",
+		"VALIDATION_WEBHOOK_CONFIG_NAME=", "INJECTION_WEBHOOK_CONFIG_NAME=",
+	}
+	if o.ClusterID != "" {
+		env = append(env, "CLUSTER_ID="+o.ClusterID)
+	}
 	p, err := Start(c.Dir, name, bin, []string{"discovery",
 		"--kubeconfig=" + c.AdminKubeconfig,
 		"--meshConfig=" + meshFile,
@@ -76,14 +93,15 @@ func (c *Cluster) StartIstiodWith(ctx context.Context, o IstiodOptions) (*Istiod
 		"--secureGRPCAddr=",
 		"--domain=cluster.local",
 		"--log_output_level=default:warn",
-	}, append([]string{
-		"POD_NAME=" + name, "POD_NAMESPACE=" + Namespace, "REVISION=default",
-		"VALIDATION_WEBHOOK_CONFIG_NAME=", "INJECTION_WEBHOOK_CONFIG_NAME=",
-	}, o.Env...))
+	}, append(env, o.Env...))
 	if err != nil {
 		return nil, err
 	}
-	ist := &Istiod{Process: p, GRPCAddr: addr(ports[0]), HTTPAddr: addr(ports[1]), MonitoringAddr: addr(ports[3])}
+	clusterID := o.ClusterID
+	if clusterID == "" {
+		clusterID = DefaultClusterName
+	}
+	ist := &Istiod{Process: p, GRPCAddr: addr(ports[0]), HTTPAddr: addr(ports[1]), MonitoringAddr: addr(ports[3]), ClusterID: clusterID}
 	client := &http.Client{Timeout: 2 * time.Second}
 	ready := Eventually(ctx, 90*time.Second, func() bool {
 		if p.Exited() {

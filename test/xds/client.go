@@ -33,6 +33,24 @@ const (
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 )
 
+// DefaultClusterID is the CLUSTER_ID the nodes report unless InCluster
+// says otherwise: istiod's own default cluster ID.
+const DefaultClusterID = "Kubernetes"
+
+// InCluster is node as it reports clusterID as its CLUSTER_ID, the cluster
+// its pod runs in (a copy; node is left as it is).
+func InCluster(node *corev3.Node, clusterID string) *corev3.Node {
+	n := proto.Clone(node).(*corev3.Node)
+	if n.Metadata == nil {
+		n.Metadata = &structpb.Struct{}
+	}
+	if n.Metadata.Fields == nil {
+		n.Metadata.Fields = map[string]*structpb.Value{}
+	}
+	n.Metadata.Fields["CLUSTER_ID"] = structpb.NewStringValue(clusterID)
+	return n
+}
+
 // GatewayNode is the node of an ingress gateway pod in istio-system with
 // the labels istio: ingressgateway, running Istio 1.31.
 func GatewayNode() *corev3.Node { return GatewayNodeIn("istio-system", "10.1.1.1", "1.31.0") }
@@ -43,7 +61,7 @@ func GatewayNodeIn(namespace, ip, istioVersion string) *corev3.Node {
 	md, _ := structpb.NewStruct(map[string]any{
 		"ISTIO_VERSION": istioVersion,
 		"NAMESPACE":     namespace,
-		"CLUSTER_ID":    "Kubernetes",
+		"CLUSTER_ID":    DefaultClusterID,
 		"LABELS":        map[string]any{"istio": "ingressgateway"},
 	})
 	return &corev3.Node{Id: fmt.Sprintf("router~%s~gw-%s.%s~%s.svc.cluster.local", ip, strings.ReplaceAll(ip, ".", "-"), namespace, namespace), Metadata: md}
@@ -60,7 +78,7 @@ func SidecarNode(namespace, ip string, labels map[string]string) *corev3.Node {
 	md, _ := structpb.NewStruct(map[string]any{
 		"ISTIO_VERSION": "1.31.0",
 		"NAMESPACE":     namespace,
-		"CLUSTER_ID":    "Kubernetes",
+		"CLUSTER_ID":    DefaultClusterID,
 		"LABELS":        l,
 	})
 	return &corev3.Node{Id: fmt.Sprintf("sidecar~%s~workload-0.%s~%s.svc.cluster.local", ip, namespace, namespace), Metadata: md}
