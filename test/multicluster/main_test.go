@@ -340,7 +340,12 @@ type response struct {
 	body   string
 }
 
-// get sends a GET to url, bounded to 10 s.
+// fresh opens a new connection for every request: a kept-alive
+// connection stays on the listener configuration it was accepted by
+// until Envoy drains it, so it would not show a change.
+var fresh = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// get sends a GET to url, bounded to 10 s, on a new connection.
 func get(ctx context.Context, url string) (*response, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -348,7 +353,7 @@ func get(ctx context.Context, url string) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := fresh.Do(req)
 	if err != nil {
 		return nil, err
 	}

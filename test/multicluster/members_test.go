@@ -3,6 +3,7 @@ package multicluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -11,17 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/globalconfig/globalconfig/pkg/members"
 	"github.com/globalconfig/globalconfig/test/harness"
-)
-
-// A member Secret as the controller reads it (pkg/members): Istio's
-// remote-secret format (a kubeconfig under the cluster's name) with
-// globalconfig's label, the cluster's name and its istiod's debug URLs in
-// annotations.
-const (
-	memberLabel               = "globalconfig.io/member"
-	memberClusterAnnotation   = "globalconfig.io/cluster"
-	memberDebugURLsAnnotation = "globalconfig.io/istiod-debug-urls"
 )
 
 // homeSecretsRole is the Role that lets the controller read member
@@ -64,9 +56,9 @@ func memberSecret(s *site, user string) (*corev1.Secret, error) {
 		return nil, err
 	}
 	sec.Name = harness.SecretNameFor("globalconfig-member-", s.Name)
-	sec.Labels = map[string]string{memberLabel: "true"}
-	sec.Annotations[memberClusterAnnotation] = s.Name
-	sec.Annotations[memberDebugURLsAnnotation] = s.Istiod.DebugURL()
+	sec.Labels = map[string]string{members.LabelMember: "true"}
+	sec.Annotations[members.AnnotationCluster] = s.Name
+	sec.Annotations[members.AnnotationIstiodDebugURLs] = s.Istiod.DebugURL()
 	return sec, nil
 }
 
@@ -114,11 +106,25 @@ func runController(t testing.TB, args ...string) *harness.Controller {
 }
 
 // hasHTTPFilter tells whether s's gateway's active listeners carry the
-// HTTP filter name, by its own config dump.
+// HTTP filter name, by its own config dump: the listeners it runs, not
+// the configuration it refused (error_state).
 func (s *site) hasHTTPFilter(ctx context.Context, name string) (bool, error) {
 	body, err := s.Gateway.Get(ctx, "/config_dump?resource=dynamic_listeners")
 	if err != nil {
 		return false, fmt.Errorf("config dump of the gateway of cluster %s: %w", s.Name, err)
 	}
-	return bytes.Contains(body, []byte(`"name": "`+name+`"`)) || bytes.Contains(body, []byte(`"name":"`+name+`"`)), nil
+	var dump struct {
+		Configs []struct {
+			ActiveState json.RawMessage `json:"active_state"`
+		} `json:"configs"`
+	}
+	if err := json.Unmarshal(body, &dump); err != nil {
+		return false, fmt.Errorf("config dump of the gateway of cluster %s: %w", s.Name, err)
+	}
+	for _, c := range dump.Configs {
+		if bytes.Contains(c.ActiveState, []byte(`"name":"`+name+`"`)) || bytes.Contains(c.ActiveState, []byte(`"name": "`+name+`"`)) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -107,15 +106,10 @@ func hasEventOf(ctx context.Context, eventType, reason, part string) bool {
 // limit filter: then every gateway that gets the filter NACKs.
 func poisonAfterRateLimit(t testing.TB) *envoyfilter.Object {
 	t.Helper()
-	// Applied after every item's EnvoyFilter, so the filter is there.
-	o, err := envoyfilter.NewObject("poison", envoyfilter.Placement{Priority: 1000, Insert: envoyfilter.Position{
-		Operation: networking.EnvoyFilter_Patch_INSERT_AFTER, Anchor: envoyfilter.LocalRateLimit}},
-		envoyfilter.DefaultTarget(), []envoyfilter.Patch{healthCheckPatch(t)})
+	o, err := harness.PoisonAfterRateLimit()
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Metadata.Name = "hand-written-poison"
-	o.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "poison"}
 	return o
 }
 

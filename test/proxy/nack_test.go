@@ -12,11 +12,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	gzipv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/gzip/compressor/v3"
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
-	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,11 +71,7 @@ func rejectedAtLoad(t testing.TB) *envoyfilter.Object {
 // pass_through_mode off: every proto rule accepts it, Envoy refuses it.
 func healthCheckPatch(t testing.TB) envoyfilter.Patch {
 	t.Helper()
-	hc := &healthcheckv3.HealthCheck{PassThroughMode: wrapperspb.Bool(false), CacheTime: durationpb.New(5 * time.Second)}
-	if err := hc.ValidateAll(); err != nil {
-		t.Fatalf("the proto rules refuse it already: %v", err)
-	}
-	p, err := envoyfilter.InsertHTTPFilter("envoy.filters.http.health_check", hc)
+	p, err := harness.HealthCheckPatch()
 	if err != nil {
 		t.Fatal(err)
 	}
