@@ -50,6 +50,14 @@ func New() *Renderer { return &Renderer{parser: document.NewParser(), built: map
 // against f (document.Parser.SetFacts).
 func (m *Renderer) SetFacts(f document.Facts) { m.parser.SetFacts(f) }
 
+// SetClusters makes every later render check the names in target.clusters
+// against the config clusters known returns: the home cluster and every
+// member (document.Parser.SetClusters). The list is asked on every render
+// and no verdict on it is kept, so a document refused for naming a member
+// that is not there yet is accepted by the first render after it joins;
+// the EnvoyFilters built do not depend on it.
+func (m *Renderer) SetClusters(known func() []string) { m.parser.SetClusters(known) }
+
 // Result is what one document renders to.
 type Result struct {
 	// Objects is the desired set: one EnvoyFilter per enabled item,
