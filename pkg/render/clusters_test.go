@@ -2,6 +2,9 @@ package render_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -181,5 +184,36 @@ func TestClustersChangeIsAnItemChange(t *testing.T) {
 	d := diff(t, base, strings.Replace(base, "gzip:\n", "gzip:\n  target: {clusters: [eu-west-1]}\n", 1))
 	if !slices.Equal(d.Changed, []string{"gzip"}) || !slices.Equal(d.Unchanged, []string{"tracing"}) {
 		t.Errorf("diff %+v, want gzip changed and tracing unchanged", d)
+	}
+}
+
+// A set's hash is what it was before cluster lists existed when no object
+// has one (the status's lastAppliedHash and stored records stay valid),
+// and a change of where an item goes alone is a new set.
+func TestSetHashCountsClusters(t *testing.T) {
+	objs, err := render.Desired(parse(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	for _, o := range objs {
+		fmt.Fprintf(h, "%s/%s=%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Hash())
+	}
+	if got, want := render.SetHash(objs), hex.EncodeToString(h.Sum(nil))[:16]; got != want {
+		t.Errorf("a set without clusters hashes to %s, want %s as before", got, want)
+	}
+	hashOf := func(clusters string) string {
+		objs, err := render.Desired(parse(t, "target: {clusters: ["+clusters+"]}\n"+base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return render.SetHash(objs)
+	}
+	a, ab, ba := hashOf("a"), hashOf("a, b"), hashOf("b, a")
+	if a == render.SetHash(objs) || a == ab {
+		t.Errorf("sets that differ only in their clusters share a hash: %s %s %s", render.SetHash(objs), a, ab)
+	}
+	if ab != ba {
+		t.Errorf("the same clusters in another order give another set: %s %s", ab, ba)
 	}
 }
