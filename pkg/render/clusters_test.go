@@ -217,3 +217,18 @@ func TestSetHashCountsClusters(t *testing.T) {
 		t.Errorf("the same clusters in another order give another set: %s %s", ab, ba)
 	}
 }
+
+// Items that Envoy refuses beside each other on one proxy are refused
+// when their cluster lists meet, and admitted when no cluster gets both.
+func TestClustersSeparateConflictingItems(t *testing.T) {
+	doc := func(a, b string) string {
+		return "target: {context: SIDECAR_INBOUND}\nclientIP:\n  target: {clusters: [" + a + "]}\n  trustedCIDRs: [\"10.0.0.0/8\"]\nheaders:\n  target: {clusters: [" + b + "]}\n  xff: {trustedHops: 1}\n"
+	}
+	if res := render.New().FromConfigMap(map[string]string{document.DataKey: doc("eu-west-1", "us-east-1, ap-south-1")}); !res.Valid() {
+		t.Errorf("items in clusters of their own: %v", res.Problems)
+	}
+	res := render.New().FromConfigMap(map[string]string{document.DataKey: doc("eu-west-1", "us-east-1, eu-west-1")})
+	if res.Valid() || !strings.Contains(render.Describe(res.Problems, "\n"), "can't be beside headers.xff.trustedHops") {
+		t.Errorf("items that meet in eu-west-1: %v", res.Problems)
+	}
+}
