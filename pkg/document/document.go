@@ -441,7 +441,7 @@ func (d *decoder) checkFacts(sections []Section) []*fielderr.Error {
 // shared Envoy objects (items.CheckShared) to the sections that decoded
 // and validated.
 func (d *decoder) checkShared(sections []Section) {
-	var shared []items.SharedSection
+	shared := make([]items.SharedSection, 0, len(sections))
 	for _, s := range sections {
 		if !d.sectionFailed(s.Name) {
 			shared = append(shared, items.SharedSection{Name: s.Name, Item: s.Item, Target: s.Target})
