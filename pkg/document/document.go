@@ -334,7 +334,8 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 }
 
 // checkClusters checks the names of the document's target.clusters, and
-// of every item's that differs from it, against the config clusters the
+// of every enabled item's that differs from it (a disabled item goes
+// nowhere, as checkFacts skips its services), against the config clusters the
 // Parser knows: an unknown name is a problem listing the known ones.
 // Knowing none, it checks nothing and warns once per list. Names that are
 // no cluster name at all were refused by Target.Validate already.
@@ -348,7 +349,7 @@ func (d *decoder) checkClusters(doc *Document) []*fielderr.Error {
 		lists = append(lists, list{fielderr.Join(TargetKey, "clusters"), doc.Target.Clusters})
 	}
 	for _, s := range doc.Sections {
-		if len(s.Target.Clusters) > 0 && !slices.Equal(s.Target.Clusters, doc.Target.Clusters) {
+		if s.Item.Enabled() && len(s.Target.Clusters) > 0 && !slices.Equal(s.Target.Clusters, doc.Target.Clusters) {
 			lists = append(lists, list{fielderr.Join(s.Name, TargetKey+".clusters"), s.Target.Clusters})
 		}
 	}

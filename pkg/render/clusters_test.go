@@ -232,3 +232,20 @@ func TestClustersSeparateConflictingItems(t *testing.T) {
 		t.Errorf("items that meet in eu-west-1: %v", res.Problems)
 	}
 }
+
+// A disabled item goes nowhere: the clusters it names are checked for
+// their form, not against the members.
+func TestDisabledItemClustersAreNotMembersChecked(t *testing.T) {
+	r := render.New()
+	r.SetClusters(func() []string { return []string{"Kubernetes"} })
+	src := "tracing:\n  enable: false\n  target: {clusters: [gone]}\n"
+	if res := r.FromConfigMap(map[string]string{document.DataKey: src}); !res.Valid() || len(res.Warnings) != 0 {
+		t.Errorf("a disabled item naming a member that left: problems %v, warnings %v", res.Problems, res.Warnings)
+	}
+	if res := r.FromConfigMap(map[string]string{document.DataKey: strings.Replace(src, "false", "true\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}", 1)}); res.Valid() {
+		t.Error("the same item enabled was admitted")
+	}
+	if res := r.FromConfigMap(map[string]string{document.DataKey: strings.Replace(src, "gone", "-gone", 1)}); res.Valid() {
+		t.Error("a disabled item's malformed cluster name was admitted")
+	}
+}
