@@ -132,9 +132,9 @@ func (t Target) Validate() error {
 	return errs.Err()
 }
 
-// MaxClusterNameLength bounds a cluster name: a name is also a label
-// value and a Secret annotation's value, and Kubernetes label values
-// take at most 63 bytes.
+// MaxClusterNameLength bounds a cluster name: Istio puts a proxy's
+// cluster ID in the label topology.istio.io/cluster, and a Kubernetes
+// label value takes at most 63 bytes.
 const MaxClusterNameLength = 63
 
 // clusterName is the form of a cluster name: Istio cluster IDs such as

@@ -335,8 +335,9 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 
 // checkClusters checks the names of the document's target.clusters, and
 // of every enabled item's that differs from it (a disabled item goes
-// nowhere, as checkFacts skips its services), against the config clusters the
-// Parser knows: an unknown name is a problem listing the known ones.
+// nowhere; checkFacts skips its services too), against the config
+// clusters the Parser knows: an unknown name is a problem listing the
+// known ones.
 // Knowing none, it checks nothing and warns once per list. Names that are
 // no cluster name at all were refused by Target.Validate already.
 func (d *decoder) checkClusters(doc *Document) []*fielderr.Error {
