@@ -137,9 +137,12 @@ func (t Target) Validate() error {
 // label value takes at most 63 bytes.
 const MaxClusterNameLength = 63
 
-// clusterName is the form of a cluster name: Istio cluster IDs such as
-// Kubernetes (istiod's default CLUSTER_ID) or eu-west-1.
-var clusterName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+// ClusterNamePattern is the form of a cluster name, its length included
+// (also the JSON Schema's pattern): Istio cluster IDs such as Kubernetes
+// (istiod's default CLUSTER_ID) or eu-west-1.
+const ClusterNamePattern = `^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`
+
+var clusterName = regexp.MustCompile(ClusterNamePattern)
 
 // ValidateClusterName says why name can't name a config cluster, or nil.
 func ValidateClusterName(name string) error {
