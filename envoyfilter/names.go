@@ -56,6 +56,11 @@ const (
 	// same (pkg/rlsconfig). Its content is also in the spec's own values,
 	// so the content hash changes with it.
 	AnnotationServiceConfig = "globalconfig.io/service-config"
+	// AnnotationClusters lists the config clusters an EnvoyFilter goes to
+	// ("eu-west-1,us-east-1": sorted, comma-joined), from its item's
+	// target.clusters; an EnvoyFilter without it goes to every one
+	// (ForCluster).
+	AnnotationClusters = "globalconfig.io/clusters"
 
 	// NamePrefix starts the name of every generated EnvoyFilter.
 	NamePrefix = "globalconfig-"

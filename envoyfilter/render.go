@@ -198,7 +198,7 @@ func NewVersionedObject(item string, at Placement, t Target, build func(Release)
 	for i, v := range fleet {
 		versions[i] = v.String()
 	}
-	return &Object{
+	o := &Object{
 		APIVersion: APIVersion,
 		Kind:       Kind,
 		Metadata: Metadata{
@@ -211,7 +211,11 @@ func NewVersionedObject(item string, at Placement, t Target, build func(Release)
 			},
 		},
 		Spec: spec,
-	}, nil
+	}
+	if c := clustersAnnotation(t.Clusters); c != "" {
+		o.Metadata.Annotations[AnnotationClusters] = c
+	}
+	return o, nil
 }
 
 // configPatches checks patches and turns them into Istio's shape, with the

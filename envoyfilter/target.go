@@ -53,6 +53,9 @@ type Target struct {
 	// IstioVersions are the Istio releases of the proxies the patches
 	// must work on; see Fleet.
 	IstioVersions []Version `json:"istioVersions,omitempty" doc:"Istio releases the targeted proxies run, such as [\"1.29\", \"1.30\"]: every generated field is one their Envoy understands, with per-version variants where they differ. Default: the oldest Istio release in upstream support (1.30) and every newer one."`
+	// Clusters are the config clusters (the home cluster and the
+	// members) the EnvoyFilters go to; see AnnotationClusters.
+	Clusters []string `json:"clusters,omitempty" doc:"Names of the config clusters the EnvoyFilters go to, such as [\"eu-west-1\"]: the home cluster (the controller's --cluster-name) and the members, as globalconfig status lists them. Empty means every one."`
 }
 
 // DefaultTarget is every gateway of the mesh, from the root namespace.
@@ -77,6 +80,9 @@ func (t Target) Override(o Target) Target {
 	}
 	if o.IstioVersions != nil {
 		t.IstioVersions = o.IstioVersions
+	}
+	if o.Clusters != nil {
+		t.Clusters = o.Clusters
 	}
 	return t
 }
@@ -110,7 +116,45 @@ func (t Target) Validate() error {
 			errs.Addf(fmt.Sprintf("istioVersions[%d]", i), "%v", err)
 		}
 	}
+	seen := make(map[string]int, len(t.Clusters))
+	for i, name := range t.Clusters {
+		path := fmt.Sprintf("clusters[%d]", i)
+		if err := ValidateClusterName(name); err != nil {
+			errs.Addf(path, "%v", err)
+			continue
+		}
+		if j, ok := seen[name]; ok {
+			errs.Addf(path, "cluster %q is listed twice (also at clusters[%d]); name each cluster once", name, j)
+			continue
+		}
+		seen[name] = i
+	}
 	return errs.Err()
+}
+
+// MaxClusterNameLength bounds a cluster name: Istio puts a proxy's
+// cluster ID in the label topology.istio.io/cluster, and a Kubernetes
+// label value takes at most 63 bytes.
+const MaxClusterNameLength = 63
+
+// ClusterNamePattern is the form of a cluster name, its length included
+// (also the JSON Schema's pattern): Istio cluster IDs such as Kubernetes
+// (istiod's default CLUSTER_ID) or eu-west-1.
+const ClusterNamePattern = `^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`
+
+var clusterName = regexp.MustCompile(ClusterNamePattern)
+
+// ValidateClusterName says why name can't name a config cluster, or nil.
+func ValidateClusterName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("a cluster name must not be empty")
+	case len(name) > MaxClusterNameLength:
+		return fmt.Errorf("cluster name %q is %d bytes; at most %d are allowed", name, len(name), MaxClusterNameLength)
+	case !clusterName.MatchString(name):
+		return fmt.Errorf("cluster name %q must be letters, digits, '.', '_' and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
 }
 
 func sortedKeys(m map[string]string) []string {

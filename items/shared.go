@@ -93,11 +93,15 @@ func CheckShared(p *Problems, sections []SharedSection) {
 }
 
 // Overlap reports whether the targets a and b may reach one proxy: their
-// contexts meet, their selectors can both match one workload's labels, and
-// their namespaces meet (the root namespace reaches every one). Proxy
-// version patterns are assumed to meet.
+// contexts meet, their selectors can both match one workload's labels,
+// their namespaces meet (the root namespace reaches every one), and their
+// config clusters meet (no list is every cluster). Proxy version patterns
+// are assumed to meet.
 func Overlap(a, b envoyfilter.Target) bool {
 	if a.Context != b.Context && a.Context != envoyfilter.ContextAny && b.Context != envoyfilter.ContextAny {
+		return false
+	}
+	if len(a.Clusters) > 0 && len(b.Clusters) > 0 && !slices.ContainsFunc(a.Clusters, func(c string) bool { return slices.Contains(b.Clusters, c) }) {
 		return false
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Selector)) {

@@ -326,13 +326,17 @@ func sortSet(objs []*envoyfilter.Object) {
 	})
 }
 
-// SetHash names a set by its EnvoyFilters' names and content hashes, as
-// render.SetHash does (render imports this package; a test holds the two
-// equal).
+// SetHash names a set by its EnvoyFilters' names and content hashes, and
+// the cluster list of each one limited to some config clusters
+// (envoyfilter.AnnotationClusters; a set without any hashes as it did
+// before there were lists). render.SetHash is this function.
 func SetHash(objs []*envoyfilter.Object) string {
 	h := sha256.New()
 	for _, o := range objs {
 		fmt.Fprintf(h, "%s/%s=%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Hash())
+		if c := o.Metadata.Annotations[envoyfilter.AnnotationClusters]; c != "" {
+			fmt.Fprintf(h, "clusters=%s\n", c)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -38,6 +38,9 @@ type decoder struct {
 	hashes map[*yaml.Node]uint64
 	// facts, when set, are asked about the services items send to.
 	facts Facts
+	// clusters, when set, lists the config clusters target.clusters may
+	// name.
+	clusters func() []string
 	// unvalidated skips every rule beyond decoding.
 	unvalidated bool
 }

@@ -43,6 +43,10 @@ type Document struct {
 	// FactWarnings are what the Parser's Facts warn of the services the
 	// enabled items send to, with full paths and lines.
 	FactWarnings []*fielderr.Error
+	// ClusterWarnings say where target.clusters names were not checked
+	// against the config clusters, because the Parser knows none
+	// (SetClusters).
+	ClusterWarnings []*fielderr.Error
 }
 
 // Warnings returns the warnings of every section, in section order, then
@@ -52,7 +56,8 @@ func (d *Document) Warnings() []*fielderr.Error {
 	for _, s := range d.Sections {
 		out = append(out, s.Warnings...)
 	}
-	return append(out, d.FactWarnings...)
+	out = append(out, d.FactWarnings...)
+	return append(out, d.ClusterWarnings...)
 }
 
 // Facts answers what the cluster says of the services items send to
@@ -111,8 +116,11 @@ func Parse(data []byte) (*Document, error) {
 type Parser struct {
 	mu    sync.Mutex
 	facts Facts
-	last  map[string]cachedSection // by item name
-	fleet []envoyfilter.Version
+	// clusters lists the config clusters target.clusters may name (see
+	// SetClusters); nil when none are known.
+	clusters func() []string
+	last     map[string]cachedSection // by item name
+	fleet    []envoyfilter.Version
 	// unvalidated skips every rule beyond decoding (see Unvalidated).
 	unvalidated bool
 	// sections are the last document's parsed top-level sections.
@@ -159,6 +167,19 @@ func (p *Parser) SetFacts(f Facts) {
 	p.facts = f
 }
 
+// SetClusters makes the parser check, on every parse, that each name in
+// a target.clusters is one of the config clusters known returns: the
+// home cluster and the members. Nil, or a known that returns none,
+// leaves the names unchecked, with a warning where the document names
+// any (the offline `globalconfig validate`). The list is asked afresh on
+// every parse, never cached with the sections: a member may come or go
+// while the document stays.
+func (p *Parser) SetClusters(known func() []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clusters = known
+}
+
 // Parse is the package's Parse, reusing unchanged sections.
 func (p *Parser) Parse(data []byte) (*Document, error) { return p.parse(data, 0) }
 
@@ -196,6 +217,7 @@ func (p *Parser) decodeRoot(root *yaml.Node, hashes map[*yaml.Node]uint64, lineO
 	d := newDecoder()
 	d.fleet = p.fleet
 	d.facts = p.facts
+	d.clusters = p.clusters
 	d.unvalidated = p.unvalidated
 	d.cache = p.last
 	d.hashes = hashes
@@ -308,6 +330,59 @@ func (d *decoder) decodeDocument(n *yaml.Node, doc *Document) {
 	d.checkCanaryLabel(doc)
 	d.checkShared(doc.Sections)
 	doc.FactWarnings = d.checkFacts(doc.Sections)
+	doc.ClusterWarnings = d.checkClusters(doc)
+}
+
+// checkClusters checks the names of the document's target.clusters, and
+// of every enabled item's that differs from it (a disabled item goes
+// nowhere; checkFacts skips its services too), against the config
+// clusters the Parser knows: an unknown name is a problem listing the
+// known ones.
+// Knowing none, it checks nothing and warns once per list. Names that are
+// no cluster name at all were refused by Target.Validate already.
+func (d *decoder) checkClusters(doc *Document) []*fielderr.Error {
+	type list struct {
+		path  string
+		names []string
+	}
+	var lists []list
+	if len(doc.Target.Clusters) > 0 {
+		lists = append(lists, list{fielderr.Join(TargetKey, "clusters"), doc.Target.Clusters})
+	}
+	for _, s := range doc.Sections {
+		if s.Item.Enabled() && len(s.Target.Clusters) > 0 && !slices.Equal(s.Target.Clusters, doc.Target.Clusters) {
+			lists = append(lists, list{fielderr.Join(s.Name, TargetKey+".clusters"), s.Target.Clusters})
+		}
+	}
+	if len(lists) == 0 {
+		return nil
+	}
+	var known []string
+	if d.clusters != nil {
+		known = slices.Clone(d.clusters())
+	}
+	if len(known) == 0 {
+		warnings := make([]*fielderr.Error, len(lists))
+		for i, l := range lists {
+			warnings[i] = &fielderr.Error{Path: l.path, Line: d.lineOf(l.path), Msg: "the cluster names are not checked: no config cluster is known here (the controller and its admission webhook check them against the home cluster and the members)"}
+		}
+		return warnings
+	}
+	slices.Sort(known)
+	known = slices.Compact(known)
+	var errs fielderr.List
+	for _, l := range lists {
+		for i, name := range l.names {
+			if envoyfilter.ValidateClusterName(name) != nil {
+				continue
+			}
+			if _, ok := slices.BinarySearch(known, name); !ok {
+				errs.Addf(fmt.Sprintf("%s[%d]", l.path, i), "unknown cluster %q: the members are %s", name, strings.Join(known, ", "))
+			}
+		}
+	}
+	d.addValidation("", errs.Err())
+	return nil
 }
 
 // checkCanaryLabel refuses, under a canary rollout, a target selector
@@ -368,7 +443,7 @@ func (d *decoder) checkFacts(sections []Section) []*fielderr.Error {
 // shared Envoy objects (items.CheckShared) to the sections that decoded
 // and validated.
 func (d *decoder) checkShared(sections []Section) {
-	var shared []items.SharedSection
+	shared := make([]items.SharedSection, 0, len(sections))
 	for _, s := range sections {
 		if !d.sectionFailed(s.Name) {
 			shared = append(shared, items.SharedSection{Name: s.Name, Item: s.Item, Target: s.Target})

@@ -43,6 +43,7 @@ func JSONSchema() *Schema {
 	}
 	target := schemaOf(reflect.TypeFor[envoyfilter.Target](), reflect.Value{})
 	target.Description = "Where the generated EnvoyFilters apply; an item's own target overrides it field by field."
+	target.Properties["clusters"].Items.Pattern = envoyfilter.ClusterNamePattern
 	root.Properties[TargetKey] = target
 	policy := schemaOf(reflect.TypeFor[canary.Policy](), reflect.Value{})
 	for _, rng := range (canary.Policy{}).Ranges() {

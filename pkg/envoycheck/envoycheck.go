@@ -65,7 +65,11 @@ type Result struct {
 	// of the group reaches.
 	Namespace string
 	Selector  map[string]string
-	Patches   int // patches applied to the representative configuration
+	// Clusters are the config clusters the group's proxies are in (nil
+	// for every one): those every target of the group that names
+	// clusters (target.clusters) goes to.
+	Clusters []string
+	Patches  int // patches applied to the representative configuration
 	// Rejected is Envoy's message when it refused the configuration.
 	Rejected string
 	// Items are the items whose patches Envoy refuses on their own; empty
@@ -87,12 +91,19 @@ type Report struct {
 
 // Proxies names the group of proxies r is about, as "GATEWAY" for every
 // proxy of a context, or "GATEWAY proxies in namespace shop labelled
-// app=storefront".
+// app=storefront", or "GATEWAY proxies of cluster eu-west-1".
 func (r *Result) Proxies() string {
-	if r.Namespace == "" && len(r.Selector) == 0 {
+	if r.Namespace == "" && len(r.Selector) == 0 && len(r.Clusters) == 0 {
 		return r.Context
 	}
 	s := r.Context + " proxies"
+	switch len(r.Clusters) {
+	case 0:
+	case 1:
+		s += " of cluster " + r.Clusters[0]
+	default:
+		s += " of clusters " + strings.Join(r.Clusters, ", ")
+	}
 	if r.Namespace != "" {
 		s += " in namespace " + r.Namespace
 	}
@@ -117,8 +128,8 @@ func (r *Report) OK() bool {
 }
 
 // patch is one config patch with the item it comes from and the proxies
-// its EnvoyFilter targets (Namespace and Selector; the context is the
-// patch's own).
+// its EnvoyFilter targets (Namespace, Selector and the config clusters it
+// goes to; the context is the patch's own).
 type patch struct {
 	item   string
 	cp     *networking.EnvoyFilter_EnvoyConfigObjectPatch
@@ -147,7 +158,7 @@ func Check(ctx context.Context, bin *envoybin.Binary, objs []*envoyfilter.Object
 		return nil, err
 	}
 	for _, g := range gs {
-		res := Result{Context: g.context.String(), Namespace: g.namespace, Selector: g.selector, Patches: len(g.patches)}
+		res := Result{Context: g.context.String(), Namespace: g.namespace, Selector: g.selector, Clusters: g.clusters, Patches: len(g.patches)}
 		msg, err := load(ctx, bin, g.context, g.patches)
 		if err != nil {
 			if !rep.OK() && ctx.Err() != nil {
@@ -216,6 +227,7 @@ func byContext(objs []*envoyfilter.Object, istio string) (map[networking.EnvoyFi
 			}
 			p := patch{item: o.Item(), cp: cp, target: envoyfilter.Target{
 				Namespace: o.Metadata.Namespace, Selector: o.Spec.GetWorkloadSelector().GetLabels(),
+				Clusters: envoyfilter.ClustersOf(o),
 			}}
 			if p.item == "" {
 				p.item = o.Metadata.Name

@@ -27,7 +27,10 @@ type group struct {
 	// of the targets' selectors.
 	namespace string
 	selector  map[string]string
-	patches   []patch
+	// clusters are the config clusters every target of the group that
+	// names some goes to (nil: every cluster).
+	clusters []string
+	patches  []patch
 }
 
 // groupsOf sorts the patches of objs that reach a proxy of Istio release
@@ -59,15 +62,18 @@ func groupsOf(objs []*envoyfilter.Object, istio string) ([]group, error) {
 // set of selectors that agree pairwise has one workload all of them
 // match, and a set of namespaces that meet pairwise has at most one that
 // is not the root, so such a set reaches one proxy together, and no
-// larger set does. limit bounds the groups.
+// larger set does. Cluster lists that meet pairwise may still have no
+// cluster in common ([a b], [b c], [a c]): such a group is one no proxy
+// holds whole, a stricter check, never a looser one. limit bounds the
+// groups.
 func groupsIn(c networking.EnvoyFilter_PatchContext, ps []patch, limit int) ([]group, error) {
 	ctx := envoyfilter.Context(c.String())
 	var targets []envoyfilter.Target
 	of := make([]int, len(ps)) // the index of each patch's target
 	for i, p := range ps {
-		t := envoyfilter.Target{Context: ctx, Namespace: p.target.Namespace, Selector: p.target.Selector}
+		t := envoyfilter.Target{Context: ctx, Namespace: p.target.Namespace, Selector: p.target.Selector, Clusters: p.target.Clusters}
 		j := slices.IndexFunc(targets, func(u envoyfilter.Target) bool {
-			return u.Namespace == t.Namespace && maps.Equal(u.Selector, t.Selector)
+			return u.Namespace == t.Namespace && maps.Equal(u.Selector, t.Selector) && slices.Equal(u.Clusters, t.Clusters)
 		})
 		if j < 0 {
 			j = len(targets)
@@ -98,6 +104,7 @@ func groupsIn(c networking.EnvoyFilter_PatchContext, ps []patch, limit int) ([]g
 		if len(g.selector) == 0 {
 			g.selector = nil
 		}
+		g.clusters = commonClusters(targets, members)
 		for i, p := range ps {
 			if slices.Contains(members, of[i]) {
 				g.patches = append(g.patches, p)
@@ -106,6 +113,35 @@ func groupsIn(c networking.EnvoyFilter_PatchContext, ps []patch, limit int) ([]g
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// commonClusters is the config clusters every target of members that
+// names some goes to, sorted; nil when none names any. Lists that meet
+// pairwise but have no cluster in common give their union: a group no
+// one proxy holds whole, named by every cluster it spans.
+func commonClusters(targets []envoyfilter.Target, members []int) []string {
+	var common, union []string
+	named := false
+	for _, m := range members {
+		cs := targets[m].Clusters
+		if len(cs) == 0 {
+			continue
+		}
+		union = append(union, cs...)
+		if !named {
+			common, named = slices.Clone(cs), true
+			continue
+		}
+		common = slices.DeleteFunc(common, func(c string) bool { return !slices.Contains(cs, c) })
+	}
+	if !named {
+		return nil
+	}
+	if len(common) == 0 {
+		common = union
+	}
+	slices.Sort(common)
+	return slices.Compact(common)
 }
 
 // maximalCliques lists the largest sets of vertices of the graph meets

@@ -48,7 +48,7 @@ func TestLocalLogPaths(t *testing.T) {
 func TestDisjointTargetsAtEnvoy(t *testing.T) {
 	bin := openEnvoy(t)
 	ctx := context.Background()
-	for _, doc := range []string{disjointSelectors, disjointNamespaces} {
+	for _, doc := range []string{disjointSelectors, disjointNamespaces, disjointClusters} {
 		rep, err := Check(ctx, bin, renderDoc(t, doc))
 		if err != nil {
 			t.Fatal(err)

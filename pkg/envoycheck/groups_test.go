@@ -43,6 +43,17 @@ headers:
   target: {namespace: billing}
   xff: {trustedHops: 1}
 `
+	// disjointClusters has them in config clusters of their own
+	// (target.clusters): no proxy is in both.
+	disjointClusters = `target: {context: SIDECAR_INBOUND}
+gzip: {}
+clientIP:
+  target: {clusters: [eu-west-1]}
+  trustedCIDRs: ["10.0.0.0/8"]
+headers:
+  target: {clusters: [us-east-1, ap-south-1]}
+  xff: {trustedHops: 1}
+`
 )
 
 func renderDoc(t *testing.T, doc string) []*envoyfilter.Object {
@@ -78,7 +89,7 @@ func groupItems(t *testing.T, objs []*envoyfilter.Object) []string {
 			}
 		}
 		slices.Sort(names)
-		r := Result{Context: g.context.String(), Namespace: g.namespace, Selector: g.selector}
+		r := Result{Context: g.context.String(), Namespace: g.namespace, Selector: g.selector, Clusters: g.clusters}
 		out = append(out, r.Proxies()+": "+strings.Join(names, ","))
 	}
 	return out
@@ -101,6 +112,12 @@ func TestGroupsFollowTheTargets(t *testing.T) {
 			"SIDECAR_INBOUND proxies in namespace billing: gzip,headers",
 			"SIDECAR_INBOUND proxies in namespace shop: clientIP,gzip",
 		}},
+		{"disjoint clusters", disjointClusters, []string{
+			"SIDECAR_INBOUND proxies of cluster eu-west-1: clientIP,gzip",
+			"SIDECAR_INBOUND proxies of clusters ap-south-1, us-east-1: gzip,headers",
+		}},
+		{"clusters that meet", "target: {context: SIDECAR_INBOUND}\ngzip:\n  target: {clusters: [a, b]}\nbrotli:\n  target: {clusters: [b, c]}\nzstd: {}\n",
+			[]string{"SIDECAR_INBOUND proxies of cluster b: brotli,gzip,zstd"}},
 		{"selectors that meet", "target: {context: SIDECAR_INBOUND}\ngzip:\n  target: {selector: {app: storefront}}\nbrotli:\n  target: {selector: {tier: web}}\n",
 			[]string{"SIDECAR_INBOUND proxies labelled app=storefront,tier=web: brotli,gzip"}},
 		{"a namespace and the root", "target: {context: SIDECAR_INBOUND}\ngzip:\n  target: {namespace: shop}\nbrotli: {}\n",
@@ -137,7 +154,13 @@ func TestGroupsAreTheLargestSetsThatMeet(t *testing.T) {
 					sel[k] = fmt.Sprint(rng.IntN(2))
 				}
 			}
-			ps[i] = patch{item: fmt.Sprint(i), target: envoyfilter.Target{Namespace: namespaces[rng.IntN(len(namespaces))], Selector: sel}}
+			var clusters []string
+			for _, c := range []string{"a", "b", "c"} {
+				if rng.IntN(3) == 0 {
+					clusters = append(clusters, c)
+				}
+			}
+			ps[i] = patch{item: fmt.Sprint(i), target: envoyfilter.Target{Namespace: namespaces[rng.IntN(len(namespaces))], Selector: sel, Clusters: clusters}}
 		}
 		gs, err := groupsIn(networking.EnvoyFilter_GATEWAY, ps, maxGroups)
 		if err != nil {
@@ -209,6 +232,7 @@ func TestOneRunPerGroup(t *testing.T) {
 		"gzip: {}\nbrotli: {}\n": 1,
 		disjointSelectors:        2,
 		disjointNamespaces:       2,
+		disjointClusters:         2,
 	} {
 		if err := os.Remove(runs); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)

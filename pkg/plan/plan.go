@@ -44,7 +44,7 @@ func (a Action) Past() string {
 }
 
 // Equal reports whether the live object already is d: the labels, the
-// content hash and Istio versions annotations are there, and the spec
+// content hash, Istio versions and clusters annotations are there, and the spec
 // itself hashes to d's hash (so an edit that kept the annotation is still
 // seen as drift). The controller writes exactly the objects this says are
 // not equal.
@@ -52,7 +52,8 @@ func Equal(l *clientnetworking.EnvoyFilter, d *envoyfilter.Object) bool {
 	if l.Labels[envoyfilter.LabelManagedBy] != envoyfilter.ManagedByValue ||
 		l.Labels[envoyfilter.LabelItem] != d.Item() ||
 		l.Annotations[envoyfilter.AnnotationContentHash] != d.Hash() ||
-		l.Annotations[envoyfilter.AnnotationIstioVersions] != d.Metadata.Annotations[envoyfilter.AnnotationIstioVersions] {
+		l.Annotations[envoyfilter.AnnotationIstioVersions] != d.Metadata.Annotations[envoyfilter.AnnotationIstioVersions] ||
+		l.Annotations[envoyfilter.AnnotationClusters] != d.Metadata.Annotations[envoyfilter.AnnotationClusters] {
 		return false
 	}
 	h, err := envoyfilter.SpecHash(&l.Spec)
@@ -202,7 +203,7 @@ func (p *Plan) String() string {
 // part of the metadata a diff shows.
 var (
 	ownLabels      = []string{envoyfilter.LabelManagedBy, envoyfilter.LabelItem}
-	ownAnnotations = []string{envoyfilter.AnnotationContentHash, envoyfilter.AnnotationIstioVersions}
+	ownAnnotations = []string{envoyfilter.AnnotationContentHash, envoyfilter.AnnotationIstioVersions, envoyfilter.AnnotationClusters}
 )
 
 // LiveYAML is a live EnvoyFilter as a diff shows it: in the shape of a

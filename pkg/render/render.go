@@ -8,8 +8,6 @@ package render
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +47,14 @@ func New() *Renderer { return &Renderer{parser: document.NewParser(), built: map
 // SetFacts makes every later render check the services items send to
 // against f (document.Parser.SetFacts).
 func (m *Renderer) SetFacts(f document.Facts) { m.parser.SetFacts(f) }
+
+// SetClusters makes every later render check the names in target.clusters
+// against the config clusters known returns: the home cluster and every
+// member (document.Parser.SetClusters). The list is asked on every render
+// and no verdict on it is kept, so a document refused for naming a member
+// that is not there yet is accepted by the first render after it joins;
+// the EnvoyFilters built do not depend on it.
+func (m *Renderer) SetClusters(known func() []string) { m.parser.SetClusters(known) }
 
 // Result is what one document renders to.
 type Result struct {
@@ -334,15 +340,12 @@ func KeysOf(data map[string]string) (keys map[string]string, ok bool) {
 }
 
 // SetHash identifies a desired set by its objects' names and content
-// hashes: equal documents give equal hashes, whatever their formatting.
-// The status's lastAppliedHash and the MCP version are it.
-func SetHash(objs []*envoyfilter.Object) string {
-	h := sha256.New()
-	for _, o := range objs {
-		fmt.Fprintf(h, "%s/%s=%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Hash())
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
+// hashes, and the cluster list of each object limited to some config
+// clusters (envoyfilter.AnnotationClusters): equal documents give equal
+// hashes, whatever their formatting, and a set whose only change is
+// where an item goes is a new set. The status's lastAppliedHash and the
+// MCP version are it. It is canary.SetHash.
+func SetHash(objs []*envoyfilter.Object) string { return canary.SetHash(objs) }
 
 // YAML writes objects as one YAML stream, "---" between documents.
 func YAML(objs []*envoyfilter.Object) ([]byte, error) {
