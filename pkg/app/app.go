@@ -406,6 +406,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		cfg.MembersChanged = follow.changed
 	}
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
+	// target.clusters and rollout.clusters name the home cluster and the
+	// members, as they are at each render.
+	renderer.SetClusters(ctrl.Clusters)
 	if opts.MemberSecrets {
 		if !opts.Sink.Kube() {
 			return fmt.Errorf("--member-secrets needs the kube sink: over MCP, each member's istiod reads its config source itself (docs/operations.md#multi-cluster)")

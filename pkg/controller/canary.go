@@ -232,7 +232,7 @@ func objectOf(l *clientnetworking.EnvoyFilter) (*envoyfilter.Object, error) {
 			o.Metadata.Labels[k] = v
 		}
 	}
-	for _, k := range []string{envoyfilter.AnnotationIstioVersions, envoyfilter.AnnotationServiceConfig} {
+	for _, k := range []string{envoyfilter.AnnotationIstioVersions, envoyfilter.AnnotationServiceConfig, envoyfilter.AnnotationClusters} {
 		if v, ok := l.Annotations[k]; ok {
 			o.Metadata.Annotations[k] = v
 		}

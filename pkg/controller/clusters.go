@@ -386,17 +386,10 @@ func (c *Controller) clustersStatus() []status.Cluster {
 	return out
 }
 
-// forCluster are the objects of set that go to cluster name.
-// TODO(merge): envoyfilter.ForCluster.
+// forCluster are the objects of set that go to cluster name
+// (target.clusters).
 func forCluster(set []*envoyfilter.Object, name string) []*envoyfilter.Object {
-	out := make([]*envoyfilter.Object, 0, len(set))
-	for _, o := range set {
-		v, ok := o.Metadata.Annotations["globalconfig.io/clusters"]
-		if !ok || slices.Contains(strings.Split(v, ","), name) {
-			out = append(out, o)
-		}
-	}
-	return out
+	return envoyfilter.ForCluster(set, name)
 }
 
 // reportMembers says in the status's message which member clusters the

@@ -37,6 +37,10 @@ func (c *Controller) staged(data map[string]string) bool {
 	return res.Valid() && res.Rollout.Staged()
 }
 
+// Clusters are the config clusters: the home cluster, then the members
+// by name. Safe for concurrent use.
+func (c *Controller) Clusters() []string { return c.known() }
+
 // known are the config clusters: the home cluster, then the members.
 func (c *Controller) known() []string {
 	targets, _, _ := c.members.snapshot()

@@ -354,6 +354,11 @@ func (d *decoder) checkClusters(doc *Document) []*fielderr.Error {
 			lists = append(lists, list{fielderr.Join(s.Name, TargetKey+".clusters"), s.Target.Clusters})
 		}
 	}
+	staged := doc.Rollout.Staged()
+	if staged {
+		// rollout.clusters names clusters too.
+		lists = append(lists, list{fielderr.Join(canary.Key, "clusters"), nil})
+	}
 	if len(lists) == 0 {
 		return nil
 	}
@@ -370,6 +375,9 @@ func (d *decoder) checkClusters(doc *Document) []*fielderr.Error {
 	}
 	slices.Sort(known)
 	known = slices.Compact(known)
+	if staged {
+		d.addValidation(canary.Key, doc.Rollout.ValidateClusters(known))
+	}
 	var errs fielderr.List
 	for _, l := range lists {
 		for i, name := range l.names {

@@ -204,6 +204,34 @@ func TestEditReachesEveryCluster(t *testing.T) {
 	if got, want := managed(ctx, t, siteB), managed(ctx, t, siteA); !slices.Equal(got, want) {
 		t.Errorf("cluster b holds %v, cluster a %v", got, want)
 	}
+
+	t.Run("target.clusters limits an item to one member", func(t *testing.T) {
+		putConfig(ctx, t, limitOf3+"  target:\n    clusters: [a]\n")
+		st := waitStatus(ctx, t, "the item in a only", func(st *status.Status) bool {
+			b, _ := entry(st, "b")
+			return holds(st, "a", "b") && b.Objects == 0 && syncedIn(st, "a")
+		})
+		if a, _ := entry(st, "a"); a.Objects != 1 {
+			t.Errorf("cluster a holds %d EnvoyFilters of the set, want 1", a.Objects)
+		}
+		waitFilter(ctx, t, siteB, rateLimitFilter, false)
+		if got := managed(ctx, t, siteB); len(got) != 0 {
+			t.Errorf("cluster b still holds %v", got)
+		}
+		if n := rejects(ctx, t, siteB, 6); n != 0 {
+			t.Errorf("the gateway of cluster b answered 429 to %d of 6 requests, with no limit there", n)
+		}
+		waitFilter(ctx, t, siteA, rateLimitFilter, true)
+		if n := rejects(ctx, t, siteA, 6); n < 3 {
+			t.Errorf("the gateway of cluster a answered 429 to %d of 6 requests, want at least 3 past its limit of 3", n)
+		}
+		// A name that is no cluster is refused, naming the known ones.
+		putConfig(ctx, t, limitOf3+"  target:\n    clusters: [c]\n")
+		st = waitStatus(ctx, t, "an unknown cluster refused", func(st *status.Status) bool { return st.State == status.Invalid })
+		if len(st.Errors) != 1 || st.Errors[0].Path != "localRateLimit.target.clusters[0]" || !strings.Contains(st.Errors[0].Message, `unknown cluster "c": the members are a, b`) {
+			t.Errorf("errors %+v", st.Errors)
+		}
+	})
 }
 
 // A member Secret added at runtime brings that cluster to the current
