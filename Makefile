@@ -185,6 +185,7 @@ bench: tools
 	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/integration/
 	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
 	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md GLOBALCONFIG_BENCH_ENVOY_REPORT=$(CURDIR)/docs/benchmarks-envoy.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/proxy/
+	GLOBALCONFIG_BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/multicluster/
 
 # Fleets of lightweight proxies on one real istiod: edit to last ACK through
 # EnvoyFilters, MCP and direct writes, istiod's CPU per full push under our

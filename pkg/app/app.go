@@ -264,6 +264,9 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		publisher = mcp.NewPublisher(mcp.NewMetrics(reg), renderer)
 		publisher.ConfigMaps, publisher.Namespace, publisher.Name = configMaps.Lister(), cfg.Namespace, cfg.Name
 		publisher.PruneOnDelete, publisher.Log = cfg.PruneOnDelete, log
+		// The istiod beside this replica is in the home cluster: items
+		// limited to other clusters are not served to it.
+		publisher.Cluster = homeName(cfg)
 		publisher.LastGood = func(ctx context.Context) (map[string]string, error) {
 			return controller.ReadLastGood(ctx, kube, cfg.Namespace, cfg.Name)
 		}

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +29,10 @@ type stagesState struct {
 	// (cluster → set), nil when the set goes to every cluster as is.
 	out  *canary.ClusterOutput
 	plan map[string]*canary.Set
+	// analysis is the staged document's traffic gate (nil: none);
+	// watching says the traffic gate follows a stage.
+	analysis *canary.Analysis
+	watching bool
 }
 
 // staged says whether the document in data rolls out across clusters
@@ -81,10 +87,12 @@ func (c *Controller) stepStages(ctx context.Context, d decide.Decision) error {
 			Message: "the rollout across clusters is held: its previous set " + r.From + " is not the stored last good one (" + orNone(fromHash) + "), so no cluster can be given it back"}
 		return nil
 	}
+	ss.analysis = d.Policy.Analysis
 	in := canary.ClusterInput{Policy: d.Policy, Record: ss.record, Document: d.Document, From: fromHash, To: to.Hash,
 		Known: c.known(), Now: c.now(), Clusters: c.clusterStates(to.Hash)}
 	out := canary.StepClusters(in)
 	ss.out, ss.record = &out, out.Record
+	c.watchStageTraffic()
 	ss.plan = map[string]*canary.Set{}
 	for cluster, hash := range out.Hold {
 		switch {
@@ -139,9 +147,76 @@ func (c *Controller) clusterStates(to string) map[string]canary.ClusterState {
 				s.Answers = a
 			}
 		}
+		if tr := c.stageTraffic(t.name); tr != nil {
+			s.Traffic = tr
+		}
 		out[t.name] = s
 	}
 	return out
+}
+
+// stageKey names the traffic watch of the stage in progress of r.
+func stageKey(r *canary.ClusterRecord) string {
+	return fmt.Sprintf("clusters/%s/%s/%d", r.Document, r.To, r.Stage)
+}
+
+// stageTraffic is the traffic gate's word on cluster name while its
+// stage is watched (rollout.analysis): the stage's proxies that took the
+// change against those of the clusters still on the previous set, one
+// verdict for the whole stage; nil when there is none.
+func (c *Controller) stageTraffic(name string) *canary.ClusterTraffic {
+	g, r := c.cfg.Traffic, c.st.stages.record
+	if g == nil || r == nil || r.Phase != canary.Progressing || r.Stage >= len(r.Stages) || !slices.Contains(r.Stages[r.Stage], name) || c.st.stages.analysis == nil {
+		return nil
+	}
+	res, ok := g.Result(stageKey(r))
+	if !ok {
+		return nil
+	}
+	v := canary.TrafficVerdict{Known: res.Canary.Read > 0, Since: res.Since, Canary: figures(res.Canary), Stable: figures(res.Stable)}
+	if res.Canary.Read < res.Canary.Proxies && len(res.Errors) > 0 {
+		v.Known = false
+		v.Why = fmt.Sprintf("the statistics of %d of %d proxies of the stage could not be read: %s", res.Canary.Proxies-res.Canary.Read, res.Canary.Proxies, c.scrub(res.Errors[0]))
+	}
+	return canary.ClusterTrafficOf(v, c.st.stages.analysis)
+}
+
+// watchStageTraffic points the traffic gate at the stage in progress
+// (rollout.analysis): its clusters' proxies that ACKed the change, and a
+// sample of the proxies of the clusters still on the previous set. The
+// proxies are those the rollout status lists (every one up to
+// rollout.ListAll).
+func (c *Controller) watchStageTraffic() {
+	g, t, ss := c.cfg.Traffic, c.cfg.Rollout, &c.st.stages
+	if g == nil || t == nil {
+		return
+	}
+	r := ss.record
+	if r == nil || r.Phase != canary.Progressing || r.Stage >= len(r.Stages) || ss.analysis == nil {
+		if ss.watching {
+			g.Watch(nil)
+			ss.watching = false
+		}
+		return
+	}
+	st := t.Status()
+	if st == nil {
+		return
+	}
+	stage := r.Stages[r.Stage]
+	w := &rollout.TrafficWatch{Key: stageKey(r)}
+	var stable []string
+	for _, p := range st.Proxies {
+		switch {
+		case slices.Contains(stage, p.Cluster) && p.State == rollout.Synced:
+			w.Canaries = append(w.Canaries, p.Key())
+		case p.Cluster != "" && r.Holds(p.Cluster) != r.To:
+			stable = append(stable, p.Key())
+		}
+	}
+	w.Stable = rollout.StableSample(stable, rollout.MaxStableSample)
+	g.Watch(w)
+	ss.watching = true
 }
 
 // trackedVersion is the version the tracker follows, "" without one.

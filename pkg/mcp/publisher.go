@@ -54,6 +54,10 @@ type Publisher struct {
 	Grace time.Duration
 	// Now is the publisher's clock (time.Now when nil).
 	Now func() time.Time
+	// Cluster, when set, is the config cluster of the istiod this
+	// replica serves: an item limited to other clusters
+	// (target.clusters) is not served to it.
+	Cluster string
 	// Pairing, when set, reads how the elected controller's set is paired
 	// (the status's applied.pairedBy; ok false when there is no status):
 	// a document with no record yet is served paired the same way.
@@ -260,6 +264,9 @@ func (s serverSink) Deliver(_ context.Context, objs []*envoyfilter.Object) ([]st
 	hash := render.SetHash(objs)
 	if p.published && p.publishedHash == hash {
 		return nil, nil
+	}
+	if p.Cluster != "" {
+		objs = envoyfilter.ForCluster(objs, p.Cluster)
 	}
 	if err := p.Server.Publish(hash, objs); err != nil {
 		return nil, err

@@ -83,3 +83,17 @@ func TestPublisherStartsFromTheLastGood(t *testing.T) {
 		}
 	})
 }
+
+// A replica serves its istiod only the items that go to its cluster:
+// one limited to another cluster (target.clusters) is left out.
+func TestPublisherServesItsClusterOnly(t *testing.T) {
+	doc := "gzip: {}\nheaders:\n  disableXEnvoyHeaders: true\n  target:\n    clusters: [eu-west-1]\n"
+	for cluster, want := range map[string]int{"eu-west-1": 2, "us-east-1": 1} {
+		p := publisherWith(t, doc, "")
+		p.Cluster = cluster
+		p.Sync()
+		if n := served(p); n != want {
+			t.Errorf("a replica in %s serves %d EnvoyFilters, want %d", cluster, n, want)
+		}
+	}
+}

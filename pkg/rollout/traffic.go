@@ -244,6 +244,12 @@ type StaticStats map[string]string
 // StatsURL implements StatsSource.
 func (s StaticStats) StatsURL(name string) (string, bool) {
 	u, ok := s[name]
+	if !ok {
+		// A member's proxy (member/POD.NAMESPACE) named by its pod alone.
+		if _, pod, found := strings.Cut(name, "/"); found {
+			u, ok = s[pod]
+		}
+	}
 	return u, ok
 }
 

@@ -216,3 +216,102 @@ func statusAt(b *testing.B, base *status.Status, n int) int {
 	must(b, err)
 	return len(text)
 }
+
+// The status stays small across 10 member clusters: 10,000 proxies over
+// ten clusters' istiods (1,000 each, the same mix), one tracker asking
+// them all, every cluster's entry (three of them unreachable with the API
+// server's words) and a rollout across clusters in stages: it counts
+// every proxy per cluster and overall, names each NACKed proxy's
+// cluster, and stays within 64 KiB.
+func TestStatusAtFleetSizeTenMembers(t *testing.T) {
+	ctx := context.Background()
+	const members, per = 10, 1_000
+	var names []string
+	src := &rollout.Members{}
+	clusters := map[string]rollout.ClusterSet{}
+	set := map[string]string{}
+	var objs []*envoyfilter.Object
+	for i := range 15 {
+		name := fmt.Sprintf("globalconfig-item-%d", i)
+		set[gatewayNamespace+"/"+name] = fmt.Sprintf("hash-%d", i)
+		objs = append(objs, &envoyfilter.Object{Metadata: envoyfilter.Metadata{Namespace: gatewayNamespace, Name: name},
+			Spec: &networking.EnvoyFilter{ConfigPatches: []*networking.EnvoyFilter_EnvoyConfigObjectPatch{{
+				Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{Context: networking.EnvoyFilter_GATEWAY}}}}})
+	}
+	var istiods []*syntheticIstiod
+	for i := range members {
+		name := fmt.Sprintf("eu-west-%d-production-cluster", i)
+		names = append(names, name)
+		ist := newSyntheticIstiod(per)
+		defer ist.Close()
+		istiods = append(istiods, ist)
+		src.Set(name, rollout.Static{ist.URL})
+		clusters[name] = rollout.ClusterSet{Contents: set, Scope: rollout.ScopeOf(objs, "istio-system")}
+	}
+	tr := rollout.NewTracker(src, &rollout.Client{}, time.Hour)
+	tr.Track(rollout.Generation{Version: "synthetic", Since: time.Date(2026, 11, 26, 9, 59, 0, 0, time.UTC),
+		Scope: rollout.ScopeOf(objs, "istio-system"), Contents: set, Clusters: clusters})
+	tr.Poll(ctx)
+	for _, ist := range istiods {
+		ist.hold(set)
+	}
+	tr.Poll(ctx)
+	for _, ist := range istiods {
+		ist.push(per)
+	}
+	tr.Poll(ctx)
+	r := tr.Status()
+	if r == nil {
+		t.Fatal("no status across 10 members")
+	}
+	st := status.New(status.Applied)
+	st.Rollout = r.Written(func(m string) string { return m })
+	since := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	for i, name := range names {
+		c := status.Cluster{Name: name, Home: i == 0, Secret: "istio-system/globalconfig-member-" + name, Reachable: true, Set: "fedcba9876543210", Objects: 15, Since: &since}
+		if i >= 7 {
+			c.Reachable, c.Set, c.Since = false, "0123456789abcdef", nil
+			c.Error = `apply envoyfilter istio-system/globalconfig-item-3: Patch "https://10.0.` + fmt.Sprint(i) + `.1:6443/apis/networking.istio.io/v1alpha3/namespaces/istio-system/envoyfilters/globalconfig-item-3?fieldManager=globalconfig&force=true": dial tcp 10.0.7.1:6443: connect: connection refused`
+		}
+		st.Clusters = append(st.Clusters, c)
+	}
+	st.ClusterRollout = &canary.ClusterRecord{Phase: canary.Progressing, Document: "5c7c56257774ce87", From: "0123456789abcdef", To: "fedcba9876543210",
+		Stages: [][]string{names[:1], names[1:4], names[4:]}, Stage: 2, Started: since, StageStarted: since, MinSuccessTime: "1m", ProgressDeadline: "10m",
+		Why: "stage 3 of 3 waits for " + strings.Join(names[7:], ", ") + ": unreachable"}
+
+	gws := members * per / gatewayShare
+	nacked, pending := members*nackPer, members*pendingPer
+	if r.Selected != gws || r.NACKed != nacked || r.Pending != pending || len(r.Clusters) != members {
+		t.Errorf("selected %d NACKed %d pending %d over %d clusters; want %d, %d, %d over %d", r.Selected, r.NACKed, r.Pending, len(r.Clusters), gws, nacked, pending, members)
+	}
+	sum := 0
+	for _, c := range r.Clusters {
+		sum += c.Selected
+		if c.Selected != per/gatewayShare || c.NACKed != nackPer {
+			t.Errorf("cluster %s: %+v, want %d proxies, %d NACKed", c.Name, c, per/gatewayShare, nackPer)
+		}
+	}
+	if sum != r.Selected {
+		t.Errorf("the clusters count %d proxies, the whole %d", sum, r.Selected)
+	}
+	listed := 0
+	for _, p := range r.Proxies {
+		if p.State == rollout.NACKed {
+			listed++
+			if p.Cluster == "" {
+				t.Errorf("NACKed %s is listed without its cluster", p.Name)
+			}
+		}
+	}
+	if listed != nacked {
+		t.Errorf("%d of %d NACKed proxies listed", listed, nacked)
+	}
+	text, err := st.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(text) > maxStatusBytes {
+		t.Errorf("the status across 10 members is %d bytes, over %d", len(text), maxStatusBytes)
+	}
+	t.Logf("10 members, %d proxies: status %d bytes", members*per, len(text))
+}

@@ -44,7 +44,9 @@ func startLoad(ctx context.Context, t testing.TB, of ...*site) *load {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			client := &http.Client{Timeout: 5 * time.Second}
+			// A new connection per request: a kept-alive one stays on the
+			// listener configuration it was accepted by.
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 			for i := 0; ; i++ {
 				select {
 				case <-l.stop:

@@ -426,3 +426,53 @@ func TestMemberDownHoldsItsStage(t *testing.T) {
 	})
 	waitFilter(ctx, t, siteB, rateLimitFilter, true)
 }
+
+// rollout.clusters [[a], [b]] with rollout.analysis: a change that breaks
+// a's traffic (a body limit that refuses half the requests, which a
+// answers itself with 413) is rolled back on a's own statistics against
+// b's, and b never receives it.
+func TestStagesStopAtBrokenTraffic(t *testing.T) {
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	ctx := context.Background()
+	addMember(ctx, t, siteB, harness.ControllerUser)
+	base := "rollout:\n  clusters: [[a], [b]]\n  minSuccessTime: 8s\n  progressDeadline: 2m\n" +
+		"  analysis:\n    localReplies: true\n    minRequests: 20\n    insufficientTraffic: RollBack\n" +
+		"gzip:\n  minContentLength: 100\n"
+	putConfig(ctx, t, base)
+	runController(t, "--rollout-timeout=15s", statsArgs(siteA, siteB))
+	waitStatus(ctx, t, "the first set in both clusters", func(st *status.Status) bool {
+		return st.State == status.Applied && holds(st, "a", "b") && syncedIn(st, "a", "b")
+	})
+	l := startLoad(ctx, t, siteA, siteB)
+	stop := watchManaged(ctx, t, siteB)
+	putConfig(ctx, t, base+"requestBody:\n  maxSize: 100\n")
+	st := waitStatus(ctx, t, "rolled back on a's traffic", func(st *status.Status) bool {
+		return st.State == status.RolledBack && st.ClusterRollout != nil && st.ClusterRollout.Phase == canary.ClustersRolledBack
+	})
+	r := st.ClusterRollout
+	if len(r.Failed) != 1 || r.Failed[0].Cluster != "a" || !strings.Contains(r.Failed[0].Reason, "local") {
+		t.Errorf("failed clusters %+v, want a, on its local replies", r.Failed)
+	}
+	if l.count(siteA, http.StatusRequestEntityTooLarge) == 0 {
+		t.Error("a's gateway never refused a body: the change did not reach it")
+	}
+	if n := l.count(siteB, http.StatusRequestEntityTooLarge); n != 0 {
+		t.Errorf("b's gateway refused %d bodies: it got the change", n)
+	}
+	waitStatus(ctx, t, "a holds the previous set again", func(st *status.Status) bool {
+		a, _ := entry(st, "a")
+		return a.Reachable && a.Set == r.From && syncedIn(st, "a")
+	})
+	if seen := stop(); len(seen) > 0 {
+		t.Errorf("cluster b received EnvoyFilters of the change: %v", seen)
+	}
+	// Back on the previous set, a passes bodies again.
+	time.Sleep(2 * time.Second)
+	l.reset()
+	time.Sleep(2 * time.Second)
+	if n, ok := l.count(siteA, http.StatusRequestEntityTooLarge), l.count(siteA, http.StatusOK); n != 0 || ok == 0 {
+		t.Errorf("after the roll back a's gateway answered %d × 413 and %d × 200", n, ok)
+	}
+}
