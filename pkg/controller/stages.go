@@ -35,13 +35,6 @@ type stagesState struct {
 	watching bool
 }
 
-// staged says whether the document in data rolls out across clusters
-// (rollout.clusters): then the stage stepper decides, not Direct's
-// judgement of the whole fleet.
-func (c *Controller) staged(data map[string]string) bool {
-	res := c.renderer.FromConfigMap(data)
-	return res.Valid() && res.Rollout.Staged()
-}
 
 // Clusters are the config clusters: the home cluster, then the members
 // by name. Safe for concurrent use.

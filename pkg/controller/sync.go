@@ -113,18 +113,19 @@ func (c *Controller) Sync(ctx context.Context) (err error) {
 	// Read at most once a term (lastGoodData remembers it): asked when the
 	// term starts on an invalid document or without one.
 	in.LastGood = func() (map[string]string, error) { return c.lastGoodData(ctx) }
-	staged := !missing && c.staged(cm.Data)
-	switch {
-	case staged:
-		// A rollout across clusters: the stage stepper decides below,
-		// not Direct's judgement of the whole fleet.
-	case !missing:
+	if !missing {
 		in.Rollout = c.rolloutInput(ctx, cm)
-		c.st.stages = stagesState{recordRead: true}
 	}
 	d, err := decide.Decide(c.renderer, in)
 	if err != nil {
 		return err
+	}
+	// A rollout across clusters: the stage stepper decides, not Direct's
+	// judgement of the whole fleet (Decide leaves such a document's set
+	// as it is). An invalid document keeps the last plan.
+	staged := !missing && d.Valid() && d.Policy.Staged()
+	if !missing && d.Valid() && !staged {
+		c.st.stages = stagesState{recordRead: true}
 	}
 	if staged && d.Source == decide.Document {
 		if err := c.stepStages(ctx, d); err != nil {

@@ -78,8 +78,9 @@ type Input struct {
 	// for a missing ConfigMap when nothing better is stored.
 	Fresh bool
 	// Rollout, when set, applies a valid document's rollout policy: the
-	// canary step (canary.Step) decides what is delivered. Without it a
-	// valid document's set goes out directly.
+	// canary step (canary.Step) decides what is delivered. Without it, or
+	// for a document whose policy has stages across clusters, a valid
+	// document's set goes out directly.
 	Rollout *Rollout
 }
 
@@ -156,7 +157,10 @@ func Decide(r *render.Renderer, in Input) (Decision, error) {
 		}
 		d := Decision{Source: Document, Set: res.Objects, Keys: res.Keys, Diff: render.Compare(before, res.Keys),
 			Warnings: res.Warnings, Secrets: res.Secrets, Candidate: res.Objects, Document: DocumentHash(in.Data), Policy: res.Rollout}
-		if in.Rollout != nil {
+		if in.Rollout != nil && !res.Rollout.Staged() {
+			// A rollout across clusters (rollout.clusters) is stepped by
+			// the controller, cluster by cluster (canary.StepClusters):
+			// the document's set is what its stages roll out.
 			return step(d, res.Rollout, in.Rollout, in.Fresh)
 		}
 		return d, nil

@@ -273,9 +273,11 @@ func TestMemberAddedAtRuntime(t *testing.T) {
 		}
 		// The next change needs a write in b.
 		putConfig(ctx, t, strings.Replace(doc, "maxTokens: 3", "maxTokens: 4", 1))
+		// (Until the new credentials listed b's EnvoyFilters, b's entry
+		// says they could not be listed yet.)
 		st := waitStatus(ctx, t, "b's refusal named", func(st *status.Status) bool {
 			b, ok := entry(st, "b")
-			return ok && !b.Reachable && b.Error != ""
+			return ok && !b.Reachable && strings.Contains(b.Error, "forbidden")
 		})
 		b, _ := entry(st, "b")
 		for _, want := range []string{`User "reader" cannot patch resource "envoyfilters"`, "globalconfig-local-rate-limit"} {
@@ -392,7 +394,7 @@ func TestMemberDownHoldsItsStage(t *testing.T) {
 	addMember(ctx, t, siteB, harness.ControllerUser)
 	base := "rollout:\n  clusters: [[a], [b]]\n  progressDeadline: 3m\ngzip:\n  minContentLength: 100\n"
 	putConfig(ctx, t, base)
-	runController(t, "--rollout-timeout=15s")
+	ctl := runController(t, "--rollout-timeout=15s")
 	waitStatus(ctx, t, "the first set in both clusters", func(st *status.Status) bool {
 		return st.State == status.Applied && holds(st, "a", "b") && syncedIn(st, "a", "b")
 	})
@@ -415,6 +417,19 @@ func TestMemberDownHoldsItsStage(t *testing.T) {
 	waitFilter(ctx, t, siteA, rateLimitFilter, true)
 	if has, _ := siteB.hasHTTPFilter(ctx, rateLimitFilter); has {
 		t.Error("b's gateway has the change while its API server is down")
+	}
+	// The record is in the status: a controller that restarts mid-stage
+	// goes on where the last one was, and never starts the rollout over.
+	started := st.ClusterRollout.Started
+	ctl.Kill()
+	runController(t, "--rollout-timeout=15s")
+	st = waitStatus(ctx, t, "a new controller holds b's stage too", func(st *status.Status) bool {
+		b, _ := entry(st, "b")
+		r := st.ClusterRollout
+		return r != nil && r.Phase == canary.Progressing && r.Stage == 1 && holds(st, "a") && !b.Reachable && b.Error != ""
+	})
+	if !st.ClusterRollout.Started.Equal(started) {
+		t.Errorf("the restarted controller started the rollout over: started %s, was %s", st.ClusterRollout.Started, started)
 	}
 	if err := siteB.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
