@@ -35,7 +35,6 @@ type stagesState struct {
 	watching bool
 }
 
-
 // Clusters are the config clusters: the home cluster, then the members
 // by name. Safe for concurrent use.
 func (c *Controller) Clusters() []string { return c.known() }
