@@ -21,6 +21,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/members"
+	"github.com/globalconfig/globalconfig/pkg/plan"
 	"github.com/globalconfig/globalconfig/pkg/rollout"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
@@ -279,47 +280,88 @@ func (e errMembers) Error() string {
 // back, and is retried (membersErr).
 func (c *Controller) deliverClusters(ctx context.Context, set []*envoyfilter.Object) ([]string, error) {
 	targets, _, _ := c.members.snapshot()
-	perCluster := len(targets) > 0 || c.st.stages.plan != nil
-	var writes []string
+	if len(targets) == 0 && c.st.stages.plan == nil {
+		// One cluster, as before members existed.
+		part, hash, _ := c.partFor(c.home.name, set)
+		writes, err := c.converge(ctx, c.home, part)
+		c.home.record(hash, part, len(part), err, c.now())
+		return writes, err
+	}
+	// Every cluster is planned first, the writes are fenced once (under
+	// a canary rollout), then each cluster is written at the same time as
+	// the others: an edit reaches the last cluster about as soon as the
+	// first.
+	type job struct {
+		t       *clusterTarget
+		part    []*envoyfilter.Object
+		mine    []*envoyfilter.Object
+		hash    string
+		planned []plan.Write
+		writes  []string
+		err     error
+	}
+	var jobs []*job
+	anyWrite := false
 	for _, t := range append([]*clusterTarget{c.home}, targets...) {
 		part, hash, ok := c.partFor(t.name, set)
 		if !ok {
 			continue // a rollout across clusters keeps what it has
 		}
-		mine := forCluster(part, t.name)
-		var w []string
-		var err error
+		j := &job{t: t, part: part, mine: forCluster(part, t.name), hash: hash}
 		switch {
 		case t != c.home && !t.synced():
 			// The home cluster's cache synced before the term began.
-			err = fmt.Errorf("its managed EnvoyFilters could not be listed yet")
+			j.err = fmt.Errorf("its managed EnvoyFilters could not be listed yet")
 			if msg := t.lastWatchErr(); msg != "" {
-				err = fmt.Errorf("%w: %s", err, msg)
+				j.err = fmt.Errorf("%w: %s", j.err, msg)
 			}
 		default:
-			if tr := c.cfg.Rollout; tr != nil && perCluster {
-				// Which pushes this cluster's istiods sent before its part
-				// reached them.
-				tr.DeliveringTo(ctx, t.name, mine, rollout.ScopeOf(mine, c.root()))
-			}
-			w, err = c.converge(ctx, t, mine)
+			j.planned, j.err = c.planFor(t, j.mine)
+			anyWrite = anyWrite || len(j.planned) > 0
 		}
-		t.record(hash, part, len(mine), err, c.now())
-		if t == c.home {
-			writes = append(writes, w...)
-			if err != nil {
-				return writes, err
-			}
+		jobs = append(jobs, j)
+	}
+	if anyWrite && c.st.fence {
+		if err := c.fenceStatus(ctx); err != nil {
+			return nil, err
+		}
+		c.st.fence = false
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		if j.err != nil {
 			continue
 		}
-		if errors.Is(err, errNotLeading) {
-			return writes, err
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if tr := c.cfg.Rollout; tr != nil {
+				// Which pushes this cluster's istiods sent before its part
+				// reached them.
+				tr.DeliveringTo(ctx, j.t.name, j.mine, rollout.ScopeOf(j.mine, c.root()))
+			}
+			j.writes, j.err = c.write(ctx, j.t, j.planned)
+		}()
+	}
+	wg.Wait()
+	var writes []string
+	var homeErr error
+	for _, j := range jobs {
+		j.t.record(j.hash, j.part, len(j.mine), j.err, c.now())
+		if j.t == c.home {
+			writes, homeErr = append(writes, j.writes...), j.err
+			continue
 		}
-		for _, x := range w {
-			writes = append(writes, x+" in cluster "+t.name)
+		if errors.Is(j.err, errNotLeading) {
+			homeErr = j.err
+		}
+		for _, x := range j.writes {
+			writes = append(writes, x+" in cluster "+j.t.name)
 		}
 	}
-	return writes, nil
+	// A home failure fails the delivery as before members existed; a
+	// member's is in its status entry, and retried (membersErr).
+	return writes, homeErr
 }
 
 // record notes a delivery attempt of set (hash) with n objects for the

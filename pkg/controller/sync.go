@@ -291,18 +291,32 @@ func (k kubeSink) Deliver(ctx context.Context, set []*envoyfilter.Object) ([]str
 // desired and says what it wrote. It writes nothing when they already
 // are.
 func (c *Controller) converge(ctx context.Context, t *clusterTarget, desired []*envoyfilter.Object) ([]string, error) {
-	live, err := t.live()
+	planned, err := c.planFor(t, desired)
 	if err != nil {
 		return nil, err
 	}
-	var writes []string
-	planned := plan.Writes(desired, live)
 	if len(planned) > 0 && c.st.fence {
 		if err := c.fenceStatus(ctx); err != nil {
 			return nil, err
 		}
 		c.st.fence = false // once per delivery, before its first write
 	}
+	return c.write(ctx, t, planned)
+}
+
+// planFor is what converging cluster t to desired writes.
+func (c *Controller) planFor(t *clusterTarget, desired []*envoyfilter.Object) ([]plan.Write, error) {
+	live, err := t.live()
+	if err != nil {
+		return nil, err
+	}
+	return plan.Writes(desired, live), nil
+}
+
+// write makes the planned writes in cluster t, and says what it wrote.
+// It touches nothing but t's state, so clusters are written at once.
+func (c *Controller) write(ctx context.Context, t *clusterTarget, planned []plan.Write) ([]string, error) {
+	var writes []string
 	for _, w := range planned {
 		switch w.Action {
 		case plan.Create, plan.Update:
