@@ -2,13 +2,12 @@ package canary
 
 import (
 	"fmt"
+	"github.com/globalconfig/globalconfig/envoyfilter"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 )
@@ -91,16 +90,10 @@ func (p Policy) Deadline() time.Duration {
 }
 
 // CheckClusterName says what is wrong with name as a cluster name, nil
-// when nothing is: a cluster's name may be a Secret's data key (Istio's
-// remote-secret format), so it takes what a data key takes (letters,
-// digits, '-', '_', '.'; at most 253 characters), which leaves the comma
-// free to join names.
-func CheckClusterName(name string) error {
-	if msgs := validation.IsConfigMapKey(name); len(msgs) > 0 {
-		return fmt.Errorf("%q is not a cluster name: %s", name, strings.Join(msgs, "; "))
-	}
-	return nil
-}
+// when nothing is: the one rule of cluster names
+// (envoyfilter.ValidateClusterName), which target.clusters and the
+// member Secrets follow too.
+func CheckClusterName(name string) error { return envoyfilter.ValidateClusterName(name) }
 
 // validateStages adds the problems of the keys of the rollout across
 // clusters to errs (Validate calls it): the ones a document shows

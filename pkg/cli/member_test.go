@@ -270,7 +270,7 @@ func TestCreateMemberSecretErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "--name is required"},
-		{[]string{"--name", "eu west"}, `--name: the cluster name "eu west" has characters other than`},
+		{[]string{"--name", "eu west"}, `--name: cluster name "eu west" must be letters, digits`},
 		{[]string{"--name", "b", "--token", "forever"}, "--token must be auto, secret or request"},
 		{[]string{"--name", "b", "--envoyfilter-namespaces", "Gateways"}, `--envoyfilter-namespaces: "Gateways" is not a namespace name`},
 		{[]string{"--name", "b", "--istiod-debug-urls", "istiod.b:8080"}, `--istiod-debug-urls: "istiod.b:8080" is not an http:// or https:// URL`},

@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/globalconfig/globalconfig/envoyfilter"
 )
 
 // The Secret's label and annotations.
@@ -50,19 +51,11 @@ const (
 // default CLUSTER_ID.
 const DefaultHome = "Kubernetes"
 
-// namePattern is what a cluster name may be: Istio cluster IDs such as
-// Kubernetes or eu-west-1.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
-
-// ValidName says what is wrong with a cluster name, "" when nothing is.
+// ValidName says what is wrong with a cluster name, "" when nothing is:
+// the one rule of cluster names (envoyfilter.ValidateClusterName).
 func ValidName(name string) string {
-	switch {
-	case name == "":
-		return "a cluster name is empty"
-	case len(name) > 63:
-		return fmt.Sprintf("the cluster name %q is longer than 63 bytes", name)
-	case !namePattern.MatchString(name):
-		return fmt.Sprintf("the cluster name %q has characters other than letters, digits, '.', '_' and '-' (or starts or ends with one of the last three)", name)
+	if err := envoyfilter.ValidateClusterName(name); err != nil {
+		return err.Error()
 	}
 	return ""
 }

@@ -47,7 +47,7 @@ func TestParseRefusesWithoutLeakingCredentials(t *testing.T) {
 		want   string
 	}{
 		{secret("two", nil, map[string]string{"a": kubeconfig, "b": kubeconfig}), "names no cluster"},
-		{secret("bad-name", nil, map[string]string{"eu west": kubeconfig}), "characters other than"},
+		{secret("bad-name", nil, map[string]string{"eu west": kubeconfig}), "must be letters, digits"},
 		{secret("not-yaml", nil, map[string]string{"b": "s3cr3t-token: [unclosed"}), "does not load"},
 		{secret("url", map[string]string{AnnotationIstiodDebugURLs: "10.0.0.2:8080"}, map[string]string{"b": kubeconfig}), "not an http:// or https:// URL"},
 	} {

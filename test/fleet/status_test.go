@@ -114,12 +114,9 @@ func syntheticProxies(n int, loaded bool) []rollout.ProxySync {
 	return out
 }
 
-// trackedStatus is the status a controller tracking a fleet of n proxies
-// writes, its rollout read from a synthetic istiod by the real tracker;
-// base gives the rest (what the controller wrote for the real fleet).
-func trackedStatus(ctx context.Context, base *status.Status, n int) (*status.Status, error) {
-	ist := newSyntheticIstiod(n)
-	defer ist.Close()
+// syntheticSet is a set of 15 gateway EnvoyFilters: its contents (what
+// istiod's store holds once it loaded it) and its objects.
+func syntheticSet() (map[string]string, []*envoyfilter.Object) {
 	set := map[string]string{}
 	var objs []*envoyfilter.Object
 	for i := range 15 {
@@ -129,6 +126,16 @@ func trackedStatus(ctx context.Context, base *status.Status, n int) (*status.Sta
 			Spec: &networking.EnvoyFilter{ConfigPatches: []*networking.EnvoyFilter_EnvoyConfigObjectPatch{{
 				Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{Context: networking.EnvoyFilter_GATEWAY}}}}})
 	}
+	return set, objs
+}
+
+// trackedStatus is the status a controller tracking a fleet of n proxies
+// writes, its rollout read from a synthetic istiod by the real tracker;
+// base gives the rest (what the controller wrote for the real fleet).
+func trackedStatus(ctx context.Context, base *status.Status, n int) (*status.Status, error) {
+	ist := newSyntheticIstiod(n)
+	defer ist.Close()
+	set, objs := syntheticSet()
 	tr := rollout.NewTracker(rollout.Static{ist.URL}, &rollout.Client{}, time.Hour)
 	tr.Track(rollout.Generation{Version: "synthetic", Since: time.Date(2026, 11, 26, 9, 59, 0, 0, time.UTC),
 		Scope: rollout.ScopeOf(objs, "istio-system"), Contents: set})
@@ -229,15 +236,7 @@ func TestStatusAtFleetSizeTenMembers(t *testing.T) {
 	var names []string
 	src := &rollout.Members{}
 	clusters := map[string]rollout.ClusterSet{}
-	set := map[string]string{}
-	var objs []*envoyfilter.Object
-	for i := range 15 {
-		name := fmt.Sprintf("globalconfig-item-%d", i)
-		set[gatewayNamespace+"/"+name] = fmt.Sprintf("hash-%d", i)
-		objs = append(objs, &envoyfilter.Object{Metadata: envoyfilter.Metadata{Namespace: gatewayNamespace, Name: name},
-			Spec: &networking.EnvoyFilter{ConfigPatches: []*networking.EnvoyFilter_EnvoyConfigObjectPatch{{
-				Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{Context: networking.EnvoyFilter_GATEWAY}}}}})
-	}
+	set, objs := syntheticSet()
 	var istiods []*syntheticIstiod
 	for i := range members {
 		name := fmt.Sprintf("eu-west-%d-production-cluster", i)
