@@ -89,12 +89,6 @@ func (p Policy) Deadline() time.Duration {
 	return p.ProgressDeadline.Duration
 }
 
-// CheckClusterName says what is wrong with name as a cluster name, nil
-// when nothing is: the one rule of cluster names
-// (envoyfilter.ValidateClusterName), which target.clusters and the
-// member Secrets follow too.
-func CheckClusterName(name string) error { return envoyfilter.ValidateClusterName(name) }
-
 // validateStages adds the problems of the keys of the rollout across
 // clusters to errs (Validate calls it): the ones a document shows
 // without knowing the clusters.
@@ -132,7 +126,7 @@ func (p Policy) validateStages(errs *fielderr.List) {
 		for j, name := range stage {
 			total++
 			path := fmt.Sprintf("clusters[%d][%d]", i, j)
-			if err := CheckClusterName(name); err != nil {
+			if err := envoyfilter.ValidateClusterName(name); err != nil {
 				errs.Addf(path, "%v", err)
 				continue
 			}

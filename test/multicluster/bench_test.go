@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -245,24 +244,11 @@ func directGzip(b *testing.B, v int) []byte {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, o := range objs {
-		if o.Item() != "gzip" {
-			continue
-		}
-		o.Metadata.Name = "direct-gzip"
-		o.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "direct"}
-		o.Metadata.Annotations = nil
-		for _, cp := range o.Spec.GetConfigPatches() {
-			cp.GetPatch().GetValue().GetFields()["name"] = structpb.NewStringValue(directFilter)
-		}
-		js, err := json.Marshal(o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return js
+	js, err := harness.DirectCopy(objs, "gzip", "direct-gzip", directFilter)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.Fatal("no gzip EnvoyFilter")
-	return nil
+	return js
 }
 
 // cleanUp removes what the benchmark made: the direct EnvoyFilters, the

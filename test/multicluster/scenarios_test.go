@@ -470,10 +470,10 @@ func TestStagesStopAtBrokenTraffic(t *testing.T) {
 	if len(r.Failed) != 1 || r.Failed[0].Cluster != "a" || !strings.Contains(r.Failed[0].Reason, "local") {
 		t.Errorf("failed clusters %+v, want a, on its local replies", r.Failed)
 	}
-	if l.count(siteA, http.StatusRequestEntityTooLarge) == 0 {
+	if l.Count(siteA.Name, http.StatusRequestEntityTooLarge) == 0 {
 		t.Error("a's gateway never refused a body: the change did not reach it")
 	}
-	if n := l.count(siteB, http.StatusRequestEntityTooLarge); n != 0 {
+	if n := l.Count(siteB.Name, http.StatusRequestEntityTooLarge); n != 0 {
 		t.Errorf("b's gateway refused %d bodies: it got the change", n)
 	}
 	waitStatus(ctx, t, "a holds the previous set again", func(st *status.Status) bool {
@@ -485,9 +485,9 @@ func TestStagesStopAtBrokenTraffic(t *testing.T) {
 	}
 	// Back on the previous set, a passes bodies again.
 	time.Sleep(2 * time.Second)
-	l.reset()
+	l.Reset()
 	time.Sleep(2 * time.Second)
-	if n, ok := l.count(siteA, http.StatusRequestEntityTooLarge), l.count(siteA, http.StatusOK); n != 0 || ok == 0 {
+	if n, ok := l.Count(siteA.Name, http.StatusRequestEntityTooLarge), l.Count(siteA.Name, http.StatusOK); n != 0 || ok == 0 {
 		t.Errorf("after the roll back a's gateway answered %d × 413 and %d × 200", n, ok)
 	}
 }

@@ -375,14 +375,14 @@ func TestLoadThroughBothGateways(t *testing.T) {
 	}
 	l := startLoad(ctx, t, sites...)
 	time.Sleep(time.Second)
-	l.halt()
+	l.Halt()
 	for _, s := range sites {
-		ok := l.count(s, http.StatusOK)
+		ok := l.Count(s.Name, http.StatusOK)
 		if ok < 10 {
-			t.Errorf("cluster %s: %d answers 200 in a second of load, want at least 10: %v", s.Name, ok, l.got[s.Name])
+			t.Errorf("cluster %s: %d answers 200 in a second of load, want at least 10: %v", s.Name, ok, l.Answers(s.Name))
 		}
-		if len(l.got[s.Name]) != 1 {
-			t.Errorf("cluster %s: answers other than 200: %v", s.Name, l.got[s.Name])
+		if len(l.Answers(s.Name)) != 1 {
+			t.Errorf("cluster %s: answers other than 200: %v", s.Name, l.Answers(s.Name))
 		}
 		if got := downstream2xx(ctx, t, s) - before[s]; got < int64(ok) {
 			t.Errorf("cluster %s: the gateway's statistics count %d 2xx answers, the load %d", s.Name, got, ok)

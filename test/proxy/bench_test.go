@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -168,24 +167,11 @@ const directFilter = "envoy.filters.http.compressor.direct"
 // that both can stand.
 func directGzip(b *testing.B, v int) []byte {
 	b.Helper()
-	for _, o := range rendered(b, gzipMin(v)) {
-		if o.Item() != "gzip" {
-			continue
-		}
-		o.Metadata.Name = "direct-gzip"
-		o.Metadata.Labels = map[string]string{"app.kubernetes.io/name": "direct"}
-		o.Metadata.Annotations = nil
-		for _, cp := range o.Spec.GetConfigPatches() {
-			cp.GetPatch().GetValue().GetFields()["name"] = structpb.NewStringValue(directFilter)
-		}
-		js, err := json.Marshal(o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return js
+	js, err := harness.DirectCopy(rendered(b, gzipMin(v)), "gzip", "direct-gzip", directFilter)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.Fatal("no gzip EnvoyFilter")
-	return nil
+	return js
 }
 
 // waitMin waits until g's active listeners carry filter with

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -220,72 +219,14 @@ func TestCanariesMustRepresentTheChange(t *testing.T) {
 	t.Logf("held: %s", s.Canary.Waiting)
 }
 
-// load sends real requests through gateways until stopped: a GET and a
-// POST with a 200-byte body, in turn, every few milliseconds each, and
-// counts the answers by gateway and status.
-type load struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	got  map[string]map[int]int
-}
-
-func startLoad(ctx context.Context, t testing.TB, gws ...*gw) *load {
-	l := &load{stop: make(chan struct{}), got: map[string]map[int]int{}}
-	body := strings.Repeat("b", 200)
+// startLoad sends real requests through gws until t ends (harness.Load),
+// counted by gateway name.
+func startLoad(ctx context.Context, t testing.TB, gws ...*gw) *harness.Load {
+	urls := map[string]string{}
 	for _, g := range gws {
-		l.got[g.name] = map[int]int{}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-				method, b := "GET", ""
-				if i%2 == 1 {
-					method, b = "POST", body
-				}
-				r, err := do(ctx, method, g.url("/echo"), nil, b)
-				code := -1
-				if err == nil {
-					code = r.status
-				}
-				l.mu.Lock()
-				l.got[g.name][code]++
-				l.mu.Unlock()
-			}
-		}()
+		urls[g.name] = g.url("/echo")
 	}
-	t.Cleanup(l.halt)
-	return l
-}
-
-func (l *load) halt() {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	l.wg.Wait()
-}
-
-// count is how many answers g gave with status code.
-func (l *load) count(g *gw, code int) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.got[g.name][code]
-}
-
-// reset forgets the answers counted so far.
-func (l *load) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for name := range l.got {
-		l.got[name] = map[int]int{}
-	}
+	return harness.StartLoad(ctx, t, urls)
 }
 
 // statsArgs point the controller at each gateway's own statistics (its
@@ -315,7 +256,7 @@ func TestTrafficGate(t *testing.T) {
 	time.Sleep(time.Second)
 
 	t.Run("a change that answers every POST 413 is rolled back on its traffic", func(t *testing.T) {
-		l.reset()
+		l.Reset()
 		doc := base + "requestBody:\n  maxSize: 1\n"
 		edited := time.Now()
 		putConfig(ctx, t, doc)
@@ -326,8 +267,8 @@ func TestTrafficGate(t *testing.T) {
 		})
 		took := time.Since(edited)
 		r := s.Canary
-		if leaked || l.count(st, 413) > 0 {
-			t.Errorf("the other gateway had the change: filter seen %v, %d answers 413", leaked, l.count(st, 413))
+		if leaked || l.Count(st.name, 413) > 0 {
+			t.Errorf("the other gateway had the change: filter seen %v, %d answers 413", leaked, l.Count(st.name, 413))
 		}
 		if !strings.Contains(r.Message, "the canaries broke traffic: local replies") {
 			t.Errorf("message %q", r.Message)
@@ -338,7 +279,7 @@ func TestTrafficGate(t *testing.T) {
 		if tr := r.Traffic; tr == nil || !tr.Failed || tr.Canary.LocalReplies < tr.Canary.Requests/3 || tr.Stable.LocalReplies > 2 || tr.Stable.Requests == 0 {
 			t.Errorf("traffic figures %+v", r.Traffic)
 		}
-		if l.count(cn, 413) == 0 {
+		if l.Count(cn.name, 413) == 0 {
 			t.Error("the canary never answered 413: the change never reached it")
 		}
 		if !hasEventOf(ctx, corev1.EventTypeWarning, "RolledBack", "local replies") {
@@ -349,14 +290,14 @@ func TestTrafficGate(t *testing.T) {
 		}
 		t.Logf("rolled back %v after the edit (bake time %v): %s", took.Round(time.Millisecond), bake, r.Message)
 		t.Logf("$ globalconfig status\n%s", statusText(t))
-		t.Logf("answers: canary %d×200 %d×413, other %d×200 %d×413", l.count(cn, 200), l.count(cn, 413), l.count(st, 200), l.count(st, 413))
+		t.Logf("answers: canary %d×200 %d×413, other %d×200 %d×413", l.Count(cn.name, 200), l.Count(cn.name, 413), l.Count(st.name, 200), l.Count(st.name, 413))
 		if !harness.Eventually(ctx, canaryBound, func() bool { return !hasHTTPFilter(ctx, t, cn, envoyfilter.Buffer) }) {
 			t.Error("the canary kept the change")
 		}
 	})
 
 	t.Run("a harmless change under the same traffic is promoted", func(t *testing.T) {
-		l.reset()
+		l.Reset()
 		doc := base + "requestBody:\n  maxSize: 1Mi\n"
 		edited := time.Now()
 		putConfig(ctx, t, doc)
@@ -371,7 +312,7 @@ func TestTrafficGate(t *testing.T) {
 		if !harness.Eventually(ctx, canaryBound, func() bool { return hasHTTPFilter(ctx, t, st, envoyfilter.Buffer) }) {
 			t.Error("the other gateway never got the promoted change")
 		}
-		if n := l.count(st, 413) + l.count(cn, 413); n > 0 {
+		if n := l.Count(st.name, 413) + l.Count(cn.name, 413); n > 0 {
 			t.Errorf("%d answers 413", n)
 		}
 		t.Logf("promoted %v after the edit (bake time %v): %s", time.Since(edited).Round(time.Millisecond), bake, r.Message)

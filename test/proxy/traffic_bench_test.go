@@ -34,7 +34,7 @@ func BenchmarkTrafficGate(b *testing.B) {
 	startController(ctx, b, "--istiod-debug-url=http://"+istiod.HTTPAddr, statsArgs(cn, g))
 	waitMin(ctx, b, g, "envoy.filters.http.compressor.gzip", 1000)
 	l := startLoad(ctx, b, cn, g)
-	defer l.halt()
+	defer l.Halt()
 	b.Cleanup(func() {
 		if b.Failed() {
 			if s, err := cluster.Status(ctx); err == nil && s.Canary != nil {
@@ -59,7 +59,7 @@ func BenchmarkTrafficGate(b *testing.B) {
 	}
 	g50, p50 := harness.Percentile(gated, 50), harness.Percentile(plain, 50)
 	b.ReportMetric(harness.Ms(g50-p50), "traffic-gate-ms")
-	requests := l.count(cn, 200) + l.count(g, 200)
+	requests := l.Count(cn.name, 200) + l.Count(g.name, 200)
 	table := fmt.Sprintf(`| measure (Envoy %s, not a canary; %d edits each; real requests through both gateways) | p50 | max |
 |---|---|---|
 | ConfigMap edit → the Envoy ACKs it, canary policy, bake time %s, no traffic gate | %.1f ms | %.1f ms |
