@@ -31,8 +31,18 @@ import (
 // ClusterOutput.Hold names, and stores the ClusterRecord in the status so
 // that a restart or another leader continues where it was.
 //
-// Inside each cluster the change goes Direct (every proxy at once): the
-// first version refuses strategy Canary with clusters.
+// Inside each cluster the change goes Direct (every proxy at once), or,
+// under strategy Canary, to the canaries first: the stage in progress has
+// two parts (StagePhase). In the first (StageCanaries) its clusters hold
+// their previous set paired with the change's canary copies, so only
+// their proxies labelled LABEL=true have the change; the part passes when
+// every cluster of the stage has, continuously for bakeTime, canaryAcks of
+// its canaries ACKed with the canary copy, every changed item proven on
+// one of them, and (with analysis) its canaries' traffic judged. In the
+// second (StageWhole) the stage's clusters hold the change paired with
+// itself, and the stage is judged as under Direct. Every cluster's set is
+// then paired by the label (ClusterOutput.Label), the stages before and
+// after included, as a canary policy pairs a single cluster's.
 
 // Bounds and defaults of the rollout across clusters.
 const (
@@ -109,7 +119,19 @@ func (p Policy) validateStages(errs *fielderr.List) {
 		return
 	}
 	if p.Enabled() {
-		errs.Addf("clusters", "can't be combined with strategy %s yet: inside each cluster a change goes %s (every proxy at once); remove strategy: %s, or clusters", Canary, Direct, Canary)
+		// Inside each stage the canaries come first, judged by their ACKs
+		// of the canary copy for bakeTime; coverage (which needs a
+		// precheck of the fleet) and phaseTimeout (progressDeadline bounds
+		// each part of a stage) are a single cluster's.
+		if p.Coverage != "" {
+			errs.Addf("coverage", "applies to a canary rollout in one cluster only: with clusters each cluster's canaries must hold the canary copy of every changed item, and no kind or release is checked; remove coverage, or clusters")
+		}
+		if p.PhaseTimeout != nil {
+			errs.Addf("phaseTimeout", "applies to a canary rollout in one cluster only: with clusters progressDeadline bounds each part of a stage (its canaries, then the whole stage); remove phaseTimeout, or clusters")
+		}
+		if d := p.Deadline(); d >= MinProgressDeadline && d <= MaxProgressDeadline && p.Bake() >= MinBakeTime && p.Bake() <= MaxBakeTime && d < p.Bake() {
+			errs.Addf("progressDeadline", "is %s%s, shorter than bakeTime %s: every stage's canaries would fail before they could pass", d, defaulted(p.ProgressDeadline == nil), p.Bake())
+		}
 	}
 	if p.RollbackOn == AllNACK {
 		errs.Addf("rollbackOn", "is %s, which a rollout across clusters can't follow: a stage passes only when every proxy of its clusters ACKed, so a cluster fails at its first NACK (%s); remove rollbackOn", AllNACK, AnyNACK)
@@ -150,6 +172,13 @@ func (p Policy) validateStages(errs *fielderr.List) {
 			errs.Addf("minSuccessTime", "is %s, longer than progressDeadline (default %s): every stage would fail before it could pass; set progressDeadline to at least %s", s, d, s)
 		}
 	}
+}
+
+func defaulted(d bool) string {
+	if d {
+		return " (the default)"
+	}
+	return ""
 }
 
 // ValidateClusters refuses the names of clusters that are not among known
@@ -224,6 +253,20 @@ const (
 	ClustersRolledBack ClusterPhase = "RolledBack"
 )
 
+// StagePhase is the part of the stage in progress under strategy Canary.
+type StagePhase string
+
+// The parts of a stage.
+const (
+	// StageCanaries: the stage's clusters hold their previous set with
+	// the change's canary copies: only their proxies labelled LABEL=true
+	// have the change.
+	StageCanaries StagePhase = "Canaries"
+	// StageWhole: the stage's canaries passed, and every proxy of its
+	// clusters has the change.
+	StageWhole StagePhase = "Whole"
+)
+
 // ClusterRecord is one rollout across clusters, kept in the status beside
 // the canary record and read back after a restart or by a new leader. Its
 // stages and settings are fixed when it starts: an edit that changes no
@@ -265,6 +308,21 @@ type ClusterRecord struct {
 	MaxFailures      int    `json:"maxFailures"`
 	Analysis         bool   `json:"analysis,omitempty"`
 	Insufficient     string `json:"insufficientTraffic,omitempty"`
+	// Label is, under strategy Canary, the canary label: every cluster's
+	// set is paired by it, and inside each stage the change reaches the
+	// proxies labelled LABEL=true first. Needed is canaryAcks (per
+	// cluster), BakeTime how long a cluster's canaries must have ACKed
+	// before the stage's other proxies get the change. All three are
+	// empty for a rollout that goes Direct inside each cluster.
+	Label    string `json:"label,omitempty"`
+	Needed   string `json:"needed,omitempty"`
+	BakeTime string `json:"bakeTime,omitempty"`
+	// StagePhase is, with Label, the part of the stage in progress;
+	// CanariesPassed when its canaries passed and every proxy of its
+	// clusters was given the change (that part's progressDeadline counts
+	// from it).
+	StagePhase     StagePhase `json:"stagePhase,omitempty"`
+	CanariesPassed *time.Time `json:"canariesPassed,omitempty"`
 	// Failed are the clusters that failed, in order, with why.
 	Failed []ClusterFailure `json:"failed,omitempty"`
 	// Warnings are what a stage passed without judging (too little
@@ -300,6 +358,47 @@ func (r *ClusterRecord) Deadline() time.Duration {
 	return DefaultProgressDeadline
 }
 
+// Bake is the record's canaries' bake time (0 without a label).
+func (r *ClusterRecord) Bake() time.Duration {
+	d, _ := time.ParseDuration(r.BakeTime)
+	return d
+}
+
+// needed is how many of n canaries of one cluster must ACK.
+func (r *ClusterRecord) needed(n int) int {
+	var a Acks
+	tag := "!!int"
+	if strings.HasSuffix(r.Needed, "%") {
+		tag = "!!str"
+	}
+	if a.DecodeScalar(tag, r.Needed) != nil {
+		a = Acks{} // every one
+	}
+	return a.Needed(n)
+}
+
+// canaryPart reports whether the stage in progress is in its canary
+// part.
+func (r *ClusterRecord) canaryPart() bool {
+	return r.Phase == Progressing && r.Label != "" && r.StagePhase == StageCanaries
+}
+
+// partStarted is when the part of the stage in progress began: its
+// progressDeadline counts from it.
+func (r *ClusterRecord) partStarted() time.Time {
+	if r.Label != "" && r.StagePhase == StageWhole && r.CanariesPassed != nil {
+		return *r.CanariesPassed
+	}
+	return r.StageStarted
+}
+
+// Canaried reports whether cluster holds, under r, its previous set
+// (Holds) with the change's canary copies: a cluster of the stage in
+// progress during its canary part. Followers (MCP servers) deliver by it.
+func (r *ClusterRecord) Canaried(cluster string) bool {
+	return r.canaryPart() && r.stageOf(cluster) == r.Stage && !r.failed(cluster)
+}
+
 // previous is the set cluster held before the rollout.
 func (r *ClusterRecord) previous(cluster string) string {
 	if h, ok := r.Previous[cluster]; ok {
@@ -325,7 +424,9 @@ func (r *ClusterRecord) stageOf(cluster string) int {
 
 // Holds is the hash of the set cluster must hold under r: To once its
 // stage started (every stage, once Complete), else, and after a roll back
-// or its own failure, the set it held before. A cluster r does not list
+// or its own failure, the set it held before. During a stage's canary
+// part its clusters hold the set before, with To's canary copies
+// (Canaried). A cluster r does not list
 // holds From while r is in progress (its stage is added at the next
 // step), and To once r is Complete (a member added later is brought to
 // the current set). Followers (MCP servers) deliver by it.
@@ -335,6 +436,8 @@ func (r *ClusterRecord) Holds(cluster string) string {
 		return r.previous(cluster)
 	case r.Phase == Complete:
 		return r.To
+	case r.Canaried(cluster):
+		return r.previous(cluster)
 	}
 	if i := r.stageOf(cluster); i >= 0 && i <= r.Stage {
 		return r.To
@@ -344,7 +447,8 @@ func (r *ClusterRecord) Holds(cluster string) string {
 
 // Reached is when cluster's stage started (the start of the rollout for
 // the first stage), and false while it has not: when the cluster was
-// given To, unless it failed since (then it holds its previous set).
+// given To (under a canary policy, to its canaries), unless it failed
+// since (then it holds its previous set).
 func (r *ClusterRecord) Reached(cluster string) (time.Time, bool) {
 	i := r.stageOf(cluster)
 	switch {
@@ -426,8 +530,87 @@ type ClusterState struct {
 	// when the tracker has none.
 	Answers *ClusterAnswers
 	// Traffic is the traffic gate's word on it (with analysis); nil
-	// when there are no figures.
+	// when there are no figures. During a stage's canary part, the word
+	// on its canaries.
 	Traffic *ClusterTraffic
+	// Canaries are, during a stage's canary part, its istiods' answers
+	// about its canaries (CanariesOf); nil when the tracker has none.
+	Canaries *CanaryAnswers
+}
+
+// CanaryAnswers are what the istiods of one cluster say of its canaries
+// during a stage's canary part: the proxies labelled LABEL=true that a
+// changed item reaches.
+type CanaryAnswers struct {
+	// Canaries counts them; ACKed those Synced whose configuration (as
+	// istiod holds it for them) has the canary copy of every changed item
+	// that reaches them; NACKed those that refused the canary set, the
+	// first of them in NACKs.
+	Canaries, ACKed, NACKed int
+	NACKs                   []Answer
+	// NotACKed names canaries that did not ACK with the canary copy,
+	// with why (a few).
+	NotACKed []string
+	// Unproven are the changed items no ACKed canary holds the canary
+	// copy of: a change no canary received is never given to the rest.
+	Unproven []string
+	// Unlabelled are the cluster's proxies the set reaches that carry no
+	// canary label: they get none of globalconfig's EnvoyFilters.
+	Unlabelled []string
+}
+
+// CanariesOf judges one cluster's canaries for a stage's canary part:
+// canaries are the proxies its istiods report labelled label=true (with
+// the markers of their configuration), prev the cluster's set before the
+// change and to the change's; root is Istio's root namespace.
+func CanariesOf(canaries []Seen, unlabelled []string, prev, to []*envoyfilter.Object, label, root string) *CanaryAnswers {
+	changed := Changed(prev, to)
+	objs := changedObjects(prev, to, changed)
+	cand := byItem(to)
+	out := &CanaryAnswers{Unlabelled: slices.Clone(unlabelled)}
+	proven := map[string]bool{}
+	for _, p := range canaries {
+		need := required(objs, p.FleetProxy, label, root)
+		if len(need) == 0 {
+			continue // no changed item reaches it
+		}
+		out.Canaries++
+		why := ""
+		switch p.State {
+		case StateNACKed:
+			out.NACKed++
+			if len(out.NACKs) < MaxRecordedNACKs {
+				out.NACKs = append(out.NACKs, Answer{Name: p.Name, State: p.State, Message: p.Message})
+			}
+			why = "NACKed"
+		case StateSynced:
+			var missing []string
+			for _, item := range need {
+				if p.Markers[item] != markerOf(cand, item) {
+					missing = append(missing, item)
+				}
+			}
+			if len(missing) > 0 {
+				why = "ACKed a configuration without the canary copy of " + strings.Join(missing, ", ")
+				break
+			}
+			out.ACKed++
+			for _, item := range need {
+				proven[item] = true
+			}
+		default:
+			why = strings.ToLower(p.State)
+		}
+		if why != "" && len(out.NotACKed) < 5 {
+			out.NotACKed = append(out.NotACKed, p.Name+" ("+why+")")
+		}
+	}
+	for _, item := range changed {
+		if !proven[item] {
+			out.Unproven = append(out.Unproven, item)
+		}
+	}
+	return out
 }
 
 // ClusterInput is what one step of a rollout across clusters is decided
@@ -462,6 +645,13 @@ type ClusterOutput struct {
 	// build the set of a hash for a cluster, it writes nothing there and
 	// keeps what the cluster has.
 	Hold map[string]string
+	// Label, under strategy Canary, is the canary label every cluster's
+	// set is paired by (canary.Pair); "" for sets delivered as they are.
+	// Canaried are the clusters whose set is paired with To's canary
+	// copies (Pair(Hold, To)) rather than with itself, sorted: those of
+	// the stage in progress during its canary part.
+	Label    string
+	Canaried []string
 	// Phase is the rollout's phase (Complete for a change that went
 	// everywhere at once).
 	Phase ClusterPhase
@@ -478,6 +668,9 @@ type ClusterOutput struct {
 	Failed       []ClusterFailure
 	Ended        bool
 	Complete     bool
+	// CanariesPassed says this step ended the canary part of the stage
+	// in progress: every proxy of its clusters is given the change.
+	CanariesPassed bool
 }
 
 // Holding lists the clusters Hold gives the set hash, sorted.
@@ -515,12 +708,15 @@ func StepClusters(in ClusterInput) ClusterOutput {
 		rec := copyRecord(r)
 		rec.Stage = max(rec.Stage, 0) // a record edited by hand
 		if rec.Phase != Progressing {
-			return outputOf(rec, known, ClusterOutput{})
+			// An ended rollout's sets are paired as the policy says now.
+			out := outputOf(rec, known, ClusterOutput{})
+			out.Label = labelOfPolicy(in.Policy)
+			return out
 		}
 		return progress(in, rec, known)
 	}
 	if !in.Policy.Staged() || (r == nil && (in.From == "" || in.From == in.To)) {
-		out := ClusterOutput{Hold: map[string]string{}, Phase: Complete, Complete: true}
+		out := ClusterOutput{Hold: map[string]string{}, Phase: Complete, Complete: true, Label: labelOfPolicy(in.Policy)}
 		for _, c := range known {
 			out.Hold[c] = in.To
 		}
@@ -536,6 +732,9 @@ func StepClusters(in ClusterInput) ClusterOutput {
 	}
 	if a := in.Policy.Analysis; a != nil {
 		rec.Insufficient = string(a.OnInsufficient())
+	}
+	if p := in.Policy; p.Enabled() {
+		rec.Label, rec.Needed, rec.BakeTime, rec.StagePhase = p.Label(), p.CanaryAcks.String(), p.Bake().String(), StageCanaries
 	}
 	if r != nil {
 		for _, c := range known {
@@ -568,12 +767,24 @@ func copyRecord(r *ClusterRecord) *ClusterRecord {
 	return &c
 }
 
+// labelOfPolicy is the label p pairs sets by: its canary label under
+// strategy Canary, else none.
+func labelOfPolicy(p Policy) string {
+	if p.Enabled() {
+		return p.Label()
+	}
+	return ""
+}
+
 // outputOf fills o's holdings and phase from rec.
 func outputOf(rec *ClusterRecord, known []string, o ClusterOutput) ClusterOutput {
-	o.Record, o.Phase, o.Message = rec, rec.Phase, rec.Why
+	o.Record, o.Phase, o.Message, o.Label = rec, rec.Phase, rec.Why, rec.Label
 	o.Hold = make(map[string]string, len(known))
 	for _, c := range known {
 		o.Hold[c] = rec.Holds(c)
+		if rec.Canaried(c) {
+			o.Canaried = append(o.Canaried, c)
+		}
 	}
 	o.Complete = rec.Phase == Complete
 	return o
@@ -651,6 +862,59 @@ func judgeCluster(name string, st ClusterState, ok bool) verdict {
 	return v
 }
 
+// judgeCanaries is what st says of cluster in its stage's canary part,
+// before its canaries baked: failed (a canary's NACK, or any proxy's of
+// the canary set; its canaries broke traffic), waiting (why: as
+// judgeCluster for what it can't know, and until canaryAcks of its
+// canaries ACKed with the canary copy and every changed item is proven
+// on one), or passing. A cluster with no canary the change reaches
+// waits, as a single cluster's canary phase is held until one exists:
+// the change is never given to a stage's other proxies untested.
+func judgeCanaries(name string, st ClusterState, ok bool, rec *ClusterRecord) verdict {
+	v := verdict{cluster: name}
+	c := st.Canaries
+	switch {
+	case ok && c != nil && c.NACKed > 0:
+		first, msg := "a canary", ""
+		if len(c.NACKs) > 0 {
+			first, msg = "canary "+c.NACKs[0].Name, ": "+oneLine(c.NACKs[0].Message)
+		}
+		v.fail = fmt.Sprintf("%s rejected the change%s (%d of %d canaries NACKed)", first, msg, c.NACKed, c.Canaries)
+		return v
+	case ok && st.Traffic != nil && st.Traffic.Known && st.Traffic.Failed:
+		v.fail = "its canaries broke traffic: " + st.Traffic.Verdict
+		return v
+	}
+	if v = judgeCluster(name, st, ok); v.fail != "" {
+		v.fail = strings.Replace(v.fail, "rejected the change", "rejected the canary set", 1)
+		return v
+	}
+	if v.wait != "" && (st.Answers == nil || !st.Answers.Complete || !st.Delivered || !st.Reachable) {
+		return v
+	}
+	v.wait = ""
+	need := 0
+	if c != nil {
+		need = rec.needed(c.Canaries)
+	}
+	switch {
+	case c == nil:
+		v.wait = "its istiods have not said which of its proxies are canaries yet"
+	case len(c.Unlabelled) > 0:
+		v.wait = fmt.Sprintf("%s no %s label and get none of globalconfig's EnvoyFilters; label every proxy %s=true or =false", proxies(c.Unlabelled), rec.Label, rec.Label)
+	case c.Canaries == 0:
+		v.wait = fmt.Sprintf("no proxy labelled %s=true that the change reaches: its canaries can't be given the change first, so the stage's other proxies are not either", rec.Label)
+	case c.ACKed < need:
+		v.wait = fmt.Sprintf("%d of %d canaries ACKed the canary copy, %d needed", c.ACKed, c.Canaries, need)
+		if len(c.NotACKed) > 0 {
+			v.wait += "; not ACKed: " + strings.Join(c.NotACKed, ", ")
+		}
+	case len(c.Unproven) > 0:
+		v.wait = "no canary ACKed a configuration holding the canary copy of " + strings.Join(c.Unproven, ", ")
+	}
+	return v
+}
+
 // progress is one step of a rollout in progress: judge the stage's
 // clusters, fail them, roll back beyond the budget, pass the stage (and
 // start the next one: one stage per step, as its clusters need the
@@ -665,14 +929,21 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 		out.Failed = append(out.Failed, f)
 		delete(rec.Passing, c)
 	}
-	bake := rec.SuccessTime()
 	for rec.Stage < len(rec.Stages) {
+		canaries := rec.canaryPart()
+		bake, baking, what := rec.SuccessTime(), "every proxy ACKed", "minSuccessTime"
+		if canaries {
+			bake, baking, what = rec.Bake(), "its canaries ACKed", "bakeTime"
+		}
 		live := rec.live(known)
 		var waits []verdict
 		var warnings []string
 		for _, c := range live {
 			st, ok := in.Clusters[c]
 			v := judgeCluster(c, st, ok)
+			if canaries {
+				v = judgeCanaries(c, st, ok, rec)
+			}
 			switch {
 			case v.fail != "":
 				fail(c, v.fail)
@@ -691,8 +962,8 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 				rec.Passing[c] = now
 			}
 			if now.Sub(since) < bake {
-				waits = append(waits, verdict{cluster: c, wait: fmt.Sprintf("every proxy ACKed since %s; baking until %s (minSuccessTime %s)",
-					since.Format(time.RFC3339), since.Add(bake).Format(time.RFC3339), bake)})
+				waits = append(waits, verdict{cluster: c, wait: fmt.Sprintf("%s since %s; baking until %s (%s %s)",
+					baking, since.Format(time.RFC3339), since.Add(bake).Format(time.RFC3339), what, bake)})
 				continue
 			}
 			if !rec.Analysis {
@@ -705,23 +976,30 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 				if t != nil && t.Why != "" {
 					why = "its traffic can't be judged: " + oneLine(t.Why)
 				}
+				if canaries {
+					why = strings.Replace(why, "its traffic", "its canaries' traffic", 1)
+				}
 				waits = append(waits, verdict{cluster: c, wait: why + "; nothing passes on missing figures"})
 			case t.Insufficient && rec.Insufficient == string(RollBackWithout):
-				fail(c, "too little traffic to judge it: "+t.Verdict+" (analysis.insufficientTraffic RollBack)")
+				fail(c, "too little traffic to judge "+them3(canaries)+": "+t.Verdict+" (analysis.insufficientTraffic RollBack)")
 			case t.Insufficient:
-				warnings = append(warnings, clip(c+": passed on the ACKs alone, too little traffic to judge it: "+t.Verdict, MaxReasonLength))
+				warnings = append(warnings, clip(c+": "+them4(canaries)+" on the ACKs alone, too little traffic to judge "+them3(canaries)+": "+t.Verdict, MaxReasonLength))
 			}
 		}
 		if len(rec.Failed) > rec.MaxFailures {
 			return rollBack(rec, known, now, out)
 		}
 		if len(waits) > 0 {
-			if now.Before(rec.StageStarted.Add(rec.Deadline())) {
+			if now.Before(rec.partStarted().Add(rec.Deadline())) {
 				rec.Why = waiting(rec, waits)
 				return outputOf(rec, known, out)
 			}
 			for _, v := range waits {
-				fail(v.cluster, fmt.Sprintf("did not pass within progressDeadline %s: %s", rec.Deadline(), v.wait))
+				what := "did not pass"
+				if canaries {
+					what = "its canaries did not pass"
+				}
+				fail(v.cluster, fmt.Sprintf("%s within progressDeadline %s: %s", what, rec.Deadline(), v.wait))
 			}
 			if len(rec.Failed) > rec.MaxFailures {
 				return rollBack(rec, known, now, out)
@@ -730,15 +1008,36 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 			// over, and the rollout goes on.
 		}
 		rec.Warnings = append(rec.Warnings, warnings...)
+		if canaries && len(rec.live(known)) > 0 {
+			// The stage's canaries passed: every proxy of its clusters
+			// gets the change now, judged from the next step on, once
+			// delivered.
+			t := now
+			rec.StagePhase, rec.CanariesPassed, rec.Passing = StageWhole, &t, nil
+			out.CanariesPassed, out.Stage = true, rec.Stage
+			rec.Why = fmt.Sprintf("stage %d of %d (%s): its canaries passed %s; every proxy of its clusters is given the change", rec.Stage+1, len(rec.Stages),
+				names(rec.Stages[rec.Stage]), now.Format(time.RFC3339))
+			if len(rec.Failed) > 0 {
+				rec.Why += "; " + failedSummary(rec)
+			}
+			return outputOf(rec, known, out)
+		}
 		rec.Passed = append(rec.Passed, now)
 		rec.Stage++
-		rec.StageStarted, rec.Passing = now, nil
+		rec.StageStarted, rec.Passing, rec.CanariesPassed = now, nil, nil
+		if rec.Label != "" {
+			rec.StagePhase = StageCanaries
+		}
 		if rec.Stage < len(rec.Stages) && len(rec.live(known)) > 0 {
-			// The next stage's clusters get To now: they are judged from
-			// the next step on, once delivered.
+			// The next stage's clusters get To now (their canaries first,
+			// under a canary policy): they are judged from the next step
+			// on, once delivered.
 			out.StageStarted, out.Stage = true, rec.Stage
 			rec.Why = fmt.Sprintf("stage %d of %d (%s) started %s: its clusters are given the change", rec.Stage+1, len(rec.Stages),
 				names(rec.Stages[rec.Stage]), now.Format(time.RFC3339))
+			if rec.Label != "" {
+				rec.Why += fmt.Sprintf(", their proxies labelled %s=true first", rec.Label)
+			}
 			if len(rec.Failed) > 0 {
 				rec.Why += "; " + failedSummary(rec)
 			}
@@ -748,7 +1047,7 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 		// failed) passes at once.
 	}
 	t := now
-	rec.Phase, rec.Ended, rec.Passing = Complete, &t, nil
+	rec.Phase, rec.Ended, rec.Passing, rec.StagePhase, rec.CanariesPassed = Complete, &t, nil, "", nil
 	rec.Why = fmt.Sprintf("every stage passed (%d)", len(rec.Stages))
 	if len(rec.Failed) > 0 {
 		rec.Why += fmt.Sprintf("; %s, within maxFailures %d: they hold the set they held before", failedSummary(rec), rec.MaxFailures)
@@ -797,13 +1096,33 @@ func waiting(rec *ClusterRecord, waits []verdict) string {
 	if len(waits) > 10 {
 		parts = append(parts, fmt.Sprintf("and %d more", len(waits)-10))
 	}
-	msg := fmt.Sprintf("stage %d of %d (%s) waits for %s; a cluster that has not passed fails at %s (progressDeadline %s)",
-		rec.Stage+1, len(rec.Stages), names(rec.Stages[rec.Stage]), strings.Join(parts, "; "),
-		rec.StageStarted.Add(rec.Deadline()).Format(time.RFC3339), rec.Deadline())
+	part := ""
+	if rec.canaryPart() {
+		part = fmt.Sprintf(", its proxies labelled %s=true only,", rec.Label)
+	}
+	msg := fmt.Sprintf("stage %d of %d (%s)%s waits for %s; a cluster that has not passed fails at %s (progressDeadline %s)",
+		rec.Stage+1, len(rec.Stages), names(rec.Stages[rec.Stage]), part, strings.Join(parts, "; "),
+		rec.partStarted().Add(rec.Deadline()).Format(time.RFC3339), rec.Deadline())
 	if len(rec.Failed) > 0 {
 		msg += "; " + failedSummary(rec)
 	}
 	return msg
+}
+
+// them3 names what a stage's traffic gate judges: a cluster's canaries,
+// or the cluster.
+func them3(canaries bool) string {
+	if canaries {
+		return "its canaries"
+	}
+	return "it"
+}
+
+func them4(canaries bool) string {
+	if canaries {
+		return "its canaries passed"
+	}
+	return "passed"
 }
 
 // failedSummary names the failed clusters.

@@ -546,7 +546,6 @@ func TestClusterPolicyValidation(t *testing.T) {
 		{"rollout:\n  clusters: [[a], []]\n", "rollout.clusters[1]: is an empty stage"},
 		{"rollout:\n  clusters: [[a, b], [c, a]]\n", "rollout.clusters[1][1]: names a again (first at clusters[0][0]): a cluster is in one stage only"},
 		{"rollout:\n  clusters: [[\"a,b\"]]\n", `rollout.clusters[0][0]: cluster name "a,b" must be letters, digits`},
-		{"rollout:\n  clusters: [[a]]\n  strategy: Canary\n", "rollout.clusters: can't be combined with strategy Canary yet"},
 		{"rollout:\n  clusters: [[a]]\n  rollbackOn: AllNACK\n", "rollout.rollbackOn: is AllNACK, which a rollout across clusters can't follow"},
 		{"rollout:\n  clusters: [[a]]\n  bakeTime: 1m\n", "rollout.strategy: is Direct, so canaryLabel, canaryAcks, bakeTime, coverage and phaseTimeout do nothing (a rollout across clusters"},
 		{"rollout:\n  clusters: [[a]]\n  analysis: {}\n", "rollout.minSuccessTime: is 0s, and analysis judges a stage's traffic over minSuccessTime: with analysis it must be at least 1s"},
