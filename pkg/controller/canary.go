@@ -511,7 +511,15 @@ func (c *Controller) now() time.Time {
 // canaryLabel is the label the tracker sorts proxies by: the canary
 // label whenever the applied set is paired.
 func (c *Controller) canaryLabel() string {
-	if c.st.applied == nil || c.st.applied.Rollout == nil || !c.st.applied.Policy.Enabled() {
+	if c.st.applied == nil || !c.st.applied.Policy.Enabled() {
+		return ""
+	}
+	if c.st.applied.Rollout == nil {
+		// A rollout across clusters under strategy Canary pairs every
+		// cluster's set by the label it follows.
+		if out := c.st.stages.out; out != nil && c.st.applied.Policy.Staged() {
+			return out.Label
+		}
 		return ""
 	}
 	return c.st.applied.Policy.Label()

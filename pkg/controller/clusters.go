@@ -321,7 +321,7 @@ func (c *Controller) deliverClusters(ctx context.Context, set []*envoyfilter.Obj
 		}
 		jobs = append(jobs, j)
 	}
-	if anyWrite && c.st.fence {
+	if anyWrite && (c.st.fence || c.stagedCanary()) {
 		if err := c.fenceStatus(ctx); err != nil {
 			return nil, err
 		}
@@ -362,6 +362,14 @@ func (c *Controller) deliverClusters(ctx context.Context, set []*envoyfilter.Obj
 	// A home failure fails the delivery as before members existed; a
 	// member's is in its status entry, and retried (membersErr).
 	return writes, homeErr
+}
+
+// stagedCanary says whether the plan is a rollout across clusters under
+// strategy Canary: its writes are fenced by the status, as a canary
+// phase's are, so a replica that lost its lease touches no proxy.
+func (c *Controller) stagedCanary() bool {
+	out := c.st.stages.out
+	return c.st.stages.plan != nil && out != nil && out.Label != ""
 }
 
 // record notes a delivery attempt of set (hash) with n objects for the

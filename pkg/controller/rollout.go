@@ -42,7 +42,7 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 	if hash != t.Version() || clusters != nil {
 		label := c.canaryLabel()
 		t.Track(rollout.Generation{Version: hash, Since: st.Applied.Time, Scope: rollout.ScopeOf(c.st.applied.Set, c.cfg.RootNamespace),
-			Contents: rollout.ContentsOf(c.st.applied.Set), Label: label, Markers: label != "" && c.st.applied.Source == decide.Canary,
+			Contents: rollout.ContentsOf(c.st.applied.Set), Label: label, Markers: label != "" && (c.st.applied.Source == decide.Canary || c.stageCanaries()),
 			Clusters: clusters})
 	}
 	r := t.Status()

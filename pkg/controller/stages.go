@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,9 +27,12 @@ type stagesState struct {
 	// document's (stored only once a rollout completes).
 	from *canary.Set
 	// out is the last step's output; plan what each cluster is to hold
-	// (cluster → set), nil when the set goes to every cluster as is.
-	out  *canary.ClusterOutput
-	plan map[string]*canary.Set
+	// (cluster → set; under strategy Canary, paired by the label), nil
+	// when the set goes to every cluster as is; planTo the hash of the
+	// document's set the plan was made for.
+	out    *canary.ClusterOutput
+	plan   map[string]*canary.Set
+	planTo string
 	// analysis is the staged document's traffic gate (nil: none);
 	// watching says the traffic gate follows a stage.
 	analysis *canary.Analysis
@@ -81,22 +85,51 @@ func (c *Controller) stepStages(ctx context.Context, d decide.Decision) error {
 	}
 	ss.analysis = d.Policy.Analysis
 	in := canary.ClusterInput{Policy: d.Policy, Record: ss.record, Document: d.Document, From: fromHash, To: to.Hash,
-		Known: c.known(), Now: c.now(), Clusters: c.clusterStates(to.Hash)}
+		Known: c.known(), Now: c.now(), Clusters: c.clusterStates(to)}
 	out := canary.StepClusters(in)
-	ss.out, ss.record = &out, out.Record
-	c.watchStageTraffic()
-	ss.plan = map[string]*canary.Set{}
+	plan := map[string]*canary.Set{}
 	for cluster, hash := range out.Hold {
+		var base *canary.Set
 		switch {
 		case hash == to.Hash:
-			ss.plan[cluster] = to
+			base = to
 		case ss.from != nil && hash == ss.from.Hash:
-			ss.plan[cluster] = ss.from
+			base = ss.from
+		default:
+			// Another hash (a set an earlier rollout left a cluster
+			// with): nothing is written there; the cluster keeps what it
+			// has.
+			continue
 		}
-		// Another hash (a set an earlier rollout left a cluster with):
-		// nothing is written there; the cluster keeps what it has.
+		if out.Label == "" {
+			plan[cluster] = base
+			continue
+		}
+		// Under strategy Canary every cluster's set is a pair: its stable
+		// copies hold base, its canary copies base too, or, during its
+		// stage's canary part, the change.
+		half := base
+		if slices.Contains(out.Canaried, cluster) {
+			half = to
+		}
+		objs, err := canary.Pair(base.Objects, half.Objects, out.Label)
+		if err != nil {
+			return fmt.Errorf("pair the set of cluster %s by %s: %w", cluster, out.Label, err)
+		}
+		plan[cluster] = &canary.Set{Objects: objs, Hash: render.SetHash(objs)}
 	}
+	ss.out, ss.record = &out, out.Record
+	ss.plan, ss.planTo = plan, to.Hash
+	c.watchStageTraffic()
 	return nil
+}
+
+// stageCanaries says whether some cluster holds its stage's canary part:
+// the tracker then reads the canaries' configuration for the canary
+// copies.
+func (c *Controller) stageCanaries() bool {
+	out := c.st.stages.out
+	return out != nil && len(out.Canaried) > 0
 }
 
 func orNone(s string) string {
@@ -108,17 +141,26 @@ func orNone(s string) string {
 
 // clusterStates is what the controller knows of each cluster for a
 // stage step about the set to: its last delivery, and the tracker's
-// answers about the set the cluster holds.
-func (c *Controller) clusterStates(to string) map[string]canary.ClusterState {
+// answers about the set the cluster holds (during its stage's canary
+// part, about its canaries too).
+func (c *Controller) clusterStates(to *canary.Set) map[string]canary.ClusterState {
 	targets, _, _ := c.members.snapshot()
 	all := append([]*clusterTarget{c.home}, targets...)
 	var r *rollout.Status
 	if t := c.cfg.Rollout; t != nil {
 		r = t.Status()
 	}
+	ss := &c.st.stages
 	out := map[string]canary.ClusterState{}
 	for _, t := range all {
-		s := canary.ClusterState{Reachable: t.err == nil && t.set != "", Delivered: t.err == nil && t.set == to}
+		// The cluster holds what the last step planned for it, for this
+		// very change (the change itself, or under strategy Canary its
+		// pair; the canary part's during it).
+		want := to.Hash
+		if p, ok := ss.plan[t.name]; ok && ss.planTo == to.Hash && ss.out != nil && ss.out.Label != "" {
+			want = p.Hash
+		}
+		s := canary.ClusterState{Reachable: t.err == nil && t.set != "", Delivered: t.err == nil && t.set == want}
 		if t.err != nil {
 			s.Error = c.scrub(t.err.Error())
 		}
@@ -137,6 +179,7 @@ func (c *Controller) clusterStates(to string) map[string]canary.ClusterState {
 					}
 				}
 				s.Answers = a
+				s.Canaries = c.stageCanaryAnswers(r, t.name, to)
 			}
 		}
 		if tr := c.stageTraffic(t.name); tr != nil {
@@ -147,9 +190,51 @@ func (c *Controller) clusterStates(to string) map[string]canary.ClusterState {
 	return out
 }
 
-// stageKey names the traffic watch of the stage in progress of r.
+// stageCanaryAnswers are, for cluster name in its stage's canary part,
+// its istiods' answers about its canaries: those the tracker reports
+// labelled true, with the canary copies their configuration holds,
+// judged against the change from the cluster's previous set; nil
+// outside a canary part, or when the previous set is not known here
+// (fail closed: the canaries are not judged).
+func (c *Controller) stageCanaryAnswers(r *rollout.Status, name string, to *canary.Set) *canary.CanaryAnswers {
+	ss := &c.st.stages
+	rec := ss.record
+	if rec == nil || rec.To != to.Hash || !rec.Canaried(name) || ss.planTo != to.Hash {
+		return nil
+	}
+	var prev *canary.Set
+	switch h := rec.Holds(name); {
+	case ss.from != nil && h == ss.from.Hash:
+		prev = ss.from
+	case h == to.Hash:
+		prev = to
+	default:
+		return nil
+	}
+	mine := func(cluster string) bool { return cluster == name || cluster == "" }
+	var seen []canary.Seen
+	for _, p := range r.Canaries {
+		if mine(p.Cluster) {
+			seen = append(seen, c.seen(p))
+		}
+	}
+	var unlabelled []string
+	for _, key := range r.Unlabelled {
+		cluster, proxy, ok := strings.Cut(key, "/")
+		if !ok {
+			cluster, proxy = "", key
+		}
+		if mine(cluster) {
+			unlabelled = append(unlabelled, proxy)
+		}
+	}
+	return canary.CanariesOf(seen, unlabelled, forCluster(prev.Objects, name), forCluster(to.Objects, name), rec.Label, c.root())
+}
+
+// stageKey names the traffic watch of the stage in progress of r (and
+// of its canary part).
 func stageKey(r *canary.ClusterRecord) string {
-	return fmt.Sprintf("clusters/%s/%s/%d", r.Document, r.To, r.Stage)
+	return fmt.Sprintf("clusters/%s/%s/%d%s", r.Document, r.To, r.Stage, r.StagePhase)
 }
 
 // stageTraffic is the traffic gate's word on cluster name while its
@@ -198,9 +283,17 @@ func (c *Controller) watchStageTraffic() {
 	stage := r.Stages[r.Stage]
 	w := &rollout.TrafficWatch{Key: stageKey(r)}
 	var stable []string
+	canaries := r.StagePhase == canary.StageCanaries && r.Label != ""
 	for _, p := range st.Proxies {
 		switch {
-		case slices.Contains(stage, p.Cluster) && p.State == rollout.Synced:
+		case canaries && r.Canaried(p.Cluster) && p.Track == rollout.TrackCanary:
+			// The canary part: the stage's canaries that took the canary
+			// copies against every proxy still on the previous set, the
+			// stage's other proxies included.
+			if p.State == rollout.Synced {
+				w.Canaries = append(w.Canaries, p.Key())
+			}
+		case !canaries && slices.Contains(stage, p.Cluster) && p.State == rollout.Synced:
 			w.Canaries = append(w.Canaries, p.Key())
 		case p.Cluster != "" && r.Holds(p.Cluster) != r.To:
 			stable = append(stable, p.Key())
@@ -319,6 +412,9 @@ func (c *Controller) reportStages(cm *corev1.ConfigMap, st *status.Status) {
 	for _, f := range out.Failed {
 		c.event(cm, corev1.EventTypeWarning, "ClusterFailed", "cluster %s failed in stage %d: %s", f.Cluster, f.Stage+1, f.Reason)
 	}
+	if out.CanariesPassed && !out.Ended {
+		c.event(cm, corev1.EventTypeNormal, "StageCanariesPassed", "stage %d: %s", out.Stage+1, out.Message)
+	}
 	switch {
 	case out.Ended && out.Phase == canary.ClustersRolledBack:
 		c.event(cm, corev1.EventTypeWarning, "RolledBack", "the rollout across clusters was rolled back: %s", out.Message)
@@ -328,7 +424,7 @@ func (c *Controller) reportStages(cm *corev1.ConfigMap, st *status.Status) {
 		c.event(cm, corev1.EventTypeNormal, "StageStarted", "stage %d started: %s", out.Stage+1, out.Message)
 	}
 	// Each step's news is told once.
-	out.Failed, out.Ended, out.StageStarted = nil, false, false
+	out.Failed, out.Ended, out.StageStarted, out.CanariesPassed = nil, false, false, false
 }
 
 func joinMessage(a, b string) string {
