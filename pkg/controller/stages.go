@@ -107,16 +107,24 @@ func (c *Controller) stepStages(ctx context.Context, d decide.Decision) error {
 		}
 		// Under strategy Canary every cluster's set is a pair: its stable
 		// copies hold base, its canary copies base too, or, during its
-		// stage's canary part, the change.
+		// stage's canary part, the change. A cluster holding base paired
+		// with itself is said to hold base (its status's set is the
+		// applied one once it has it); one in a canary part holds the
+		// pair's own hash.
+		canaried := slices.Contains(out.Canaried, cluster)
 		half := base
-		if slices.Contains(out.Canaried, cluster) {
+		if canaried {
 			half = to
 		}
 		objs, err := canary.Pair(base.Objects, half.Objects, out.Label)
 		if err != nil {
 			return fmt.Errorf("pair the set of cluster %s by %s: %w", cluster, out.Label, err)
 		}
-		plan[cluster] = &canary.Set{Objects: objs, Hash: render.SetHash(objs)}
+		hash := base.Hash
+		if canaried {
+			hash = render.SetHash(objs)
+		}
+		plan[cluster] = &canary.Set{Objects: objs, Hash: hash}
 	}
 	ss.out, ss.record = &out, out.Record
 	ss.plan, ss.planTo = plan, to.Hash

@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	_ "github.com/globalconfig/globalconfig/items/all"
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
@@ -136,9 +137,12 @@ func memory() string {
 }
 
 // labels are the gateway's pod labels: an ingress gateway's, which
-// default targets select, and its own name, which its Gateway selects.
+// default targets select, its own name, which its Gateway selects, and
+// the canary label as false: it is no canary when a scenario's rollout
+// has canaries (a proxy without the label then gets none of the
+// EnvoyFilters), and the label changes nothing otherwise.
 func (s *site) labels() map[string]string {
-	return map[string]string{"istio": "ingressgateway", "gateway": s.GatewayName}
+	return map[string]string{"istio": "ingressgateway", "gateway": s.GatewayName, canary.DefaultLabel: "false"}
 }
 
 // URL is the gateway's plaintext address for path.
