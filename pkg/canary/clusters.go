@@ -630,7 +630,11 @@ type ClusterInput struct {
 	// Now is the clock the bake and the deadline are measured on.
 	Now time.Time
 	// Clusters is what the controller knows of each known cluster; a
-	// cluster missing here is one it knows nothing of (fail closed).
+	// cluster missing here is one it knows nothing of yet (fail closed:
+	// it does not pass), as at the start of a leadership term before the
+	// first delivery: its stamp in Passing is kept, so that a bake a
+	// restart interrupts for one sync goes on from the first stamp when
+	// the cluster is known again and still passing.
 	Clusters map[string]ClusterState
 }
 
@@ -949,7 +953,9 @@ func progress(in ClusterInput, rec *ClusterRecord, known []string) ClusterOutput
 				fail(c, v.fail)
 				continue
 			case v.wait != "":
-				delete(rec.Passing, c)
+				if ok {
+					delete(rec.Passing, c)
+				}
 				waits = append(waits, v)
 				continue
 			}

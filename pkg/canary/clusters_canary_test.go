@@ -371,3 +371,56 @@ func TestCanariesOf(t *testing.T) {
 		})
 	}
 }
+
+// TestStageBakeSurvivesAStepThatKnowsNothing: a new leader knows nothing
+// of the clusters until its first delivery; the step it takes then
+// neither passes a cluster nor restarts its bake, and the next one, the
+// cluster known and still passing, continues from the first stamp.
+func TestStageBakeSurvivesAStepThatKnowsNothing(t *testing.T) {
+	for _, p := range []canary.Policy{canaryStaged([]string{"a"}, []string{"b"}), func() canary.Policy {
+		p := staged([]string{"a"}, []string{"b"})
+		p.MinSuccessTime = secs(20 * time.Second)
+		return p
+	}()} {
+		name := "Direct inside each cluster"
+		if p.Enabled() {
+			name = "canaries first"
+		}
+		t.Run(name, func(t *testing.T) {
+			known := []string{"a", "b"}
+			in := canary.ClusterInput{Policy: p, Document: "doc2", From: "set1", To: "set2", Known: known, Now: mcT0}
+			passing := canary.ClusterState{Reachable: true, Delivered: true, Answers: &canary.ClusterAnswers{Selected: 2, Synced: 2, Complete: true},
+				Canaries: &canary.CanaryAnswers{Canaries: 1, ACKed: 1}}
+			in.Clusters = map[string]canary.ClusterState{"a": passing, "b": {Reachable: true}}
+			out := canary.StepClusters(in) // a passing from 12:00:00
+			in.Record = out.Record
+			if _, ok := out.Record.Passing["a"]; !ok {
+				t.Fatalf("a not passing: %s", out.Message)
+			}
+			// A restart 21 s later: nothing known yet.
+			in.Now, in.Clusters = mcT0.Add(21*time.Second), map[string]canary.ClusterState{}
+			out = canary.StepClusters(in)
+			in.Record = out.Record
+			if out.Stage != 0 || out.CanariesPassed || out.StageStarted || !out.Record.Passing["a"].Equal(mcT0) {
+				t.Fatalf("a step that knows nothing moved on or dropped the stamp: %s, passing %v", out.Message, out.Record.Passing)
+			}
+			if !strings.Contains(out.Message, "a: the controller knows nothing of it yet") {
+				t.Errorf("message %q", out.Message)
+			}
+			// Known again, still passing: baked since 12:00:00.
+			in.Now, in.Clusters = mcT0.Add(22*time.Second), map[string]canary.ClusterState{"a": passing, "b": {Reachable: true}}
+			out = canary.StepClusters(in)
+			if !out.CanariesPassed && !out.StageStarted {
+				t.Errorf("the bake started over after the restart: %s", out.Message)
+			}
+			// A cluster known and not passing drops its stamp (the bake
+			// needs no break).
+			in.Record = canary.StepClusters(canary.ClusterInput{Policy: p, Document: "doc2", From: "set1", To: "set2", Known: known, Now: mcT0,
+				Clusters: map[string]canary.ClusterState{"a": passing}}).Record
+			in.Now, in.Clusters = mcT0.Add(5*time.Second), map[string]canary.ClusterState{"a": {Reachable: true}}
+			if out := canary.StepClusters(in); len(out.Record.Passing) != 0 {
+				t.Errorf("a cluster known not to pass kept its stamp: %v", out.Record.Passing)
+			}
+		})
+	}
+}

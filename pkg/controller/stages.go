@@ -161,6 +161,12 @@ func (c *Controller) clusterStates(to *canary.Set) map[string]canary.ClusterStat
 	ss := &c.st.stages
 	out := map[string]canary.ClusterState{}
 	for _, t := range all {
+		if t.set == "" && t.err == nil {
+			// Nothing delivered there this term yet (a new leader, a new
+			// member): known nothing of, it does not pass, and a bake it
+			// was in keeps its stamp until the first delivery says more.
+			continue
+		}
 		// The cluster holds what the last step planned for it, for this
 		// very change (the change itself, or under strategy Canary its
 		// pair; the canary part's during it).
