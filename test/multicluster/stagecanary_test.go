@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +88,8 @@ func TestStagesWithCanaries(t *testing.T) {
 	putConfig(ctx, t, base)
 	runController(t, "--rollout-timeout=15s")
 	waitStatus(ctx, t, "the first set, paired, in both clusters", func(st *status.Status) bool {
-		return st.State == status.Applied && holds(st, "a", "b") && syncedIn(st, "a", "b") && st.Rollout.Selected == 4
+		r := st.ClusterRollout
+		return st.State == status.Applied && onlyGzip(st) && holds(st, "a", "b") && syncedIn(st, "a", "b") && st.Rollout.Selected == 4 && (r == nil || r.Phase == canary.Complete)
 	})
 	gateways := []*site{twinA, siteA, twinB, siteB}
 	names := []string{"a's canary", "a's main gateway", "b's canary", "b's main gateway"}
@@ -165,4 +167,78 @@ func TestStagesWithCanaries(t *testing.T) {
 			t.Errorf("the main gateway of cluster %s answered 429 to %d of 6 requests, want at least 3 past its limit of 3", s.Name, n)
 		}
 	}
+}
+
+// rollout.clusters [[a], [b]] with strategy Canary: a change a's canary
+// gateway NACKs (a hand-written EnvoyFilter that only breaks beside the
+// rate limit filter) is rolled back at a's canary; a's main gateway never
+// runs it, and b is never written to.
+func TestStageCanaryNACKStopsTheRollout(t *testing.T) {
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	ctx := context.Background()
+	twinA := canaryTwin(ctx, t, siteA, "10.1.21.2", "127.0.0.23")
+	canaryTwin(ctx, t, siteB, "10.1.22.2", "127.0.0.24")
+	addMember(ctx, t, siteB, harness.ControllerUser)
+	base := "rollout:\n  strategy: Canary\n  bakeTime: 10s\n  clusters: [[a], [b]]\n  progressDeadline: 2m\ngzip:\n  minContentLength: 200\n"
+	putConfig(ctx, t, base)
+	runController(t, "--rollout-timeout=15s")
+	waitStatus(ctx, t, "the first set, paired, in both clusters", func(st *status.Status) bool {
+		r := st.ClusterRollout
+		return st.State == status.Applied && onlyGzip(st) && holds(st, "a", "b") && syncedIn(st, "a", "b") && st.Rollout.Selected == 4 && (r == nil || r.Phase == canary.Complete)
+	})
+	poison, err := harness.PoisonAfterRateLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := siteA.Apply(ctx, poison); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = siteA.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Delete(context.Background(), poison.Metadata.Name, metav1.DeleteOptions{})
+	})
+	stop := watchManaged(ctx, t, siteB)
+	putConfig(ctx, t, base+limitOf3)
+	var st *status.Status
+	mainRan := false
+	if !harness.Eventually(ctx, 2*time.Minute, func() bool {
+		if has, err := siteA.hasHTTPFilter(ctx, rateLimitFilter); err == nil && has {
+			mainRan = true
+		}
+		var err error
+		st, err = siteA.Status(ctx)
+		return err == nil && st.State == status.RolledBack && st.ClusterRollout != nil && st.ClusterRollout.Phase == canary.ClustersRolledBack
+	}) {
+		t.Fatalf("not rolled back within 2 min; last status:\n%s", describe(st))
+	}
+	if mainRan {
+		t.Error("a's main gateway ran the change its canary refused")
+	}
+	r := st.ClusterRollout
+	if len(r.Failed) != 1 || r.Failed[0].Cluster != "a" || !strings.Contains(r.Failed[0].Reason, "canary gw-"+twinA.GatewayName) || !strings.Contains(r.Failed[0].Reason, "cache_time") {
+		t.Errorf("failed clusters %+v, want a, its canary named with Envoy's words", r.Failed)
+	}
+	if !strings.Contains(r.Why, "never given the change: b") {
+		t.Errorf("why %q", r.Why)
+	}
+	waitStatus(ctx, t, "a holds the previous set again", func(st *status.Status) bool {
+		a, _ := entry(st, "a")
+		return a.Reachable && a.Set == r.From
+	})
+	waitFilter(ctx, t, twinA, rateLimitFilter, false)
+	if seen := stop(); len(seen) > 0 {
+		t.Errorf("cluster b received EnvoyFilters of the change: %v", seen)
+	}
+	for _, s := range sites {
+		if has, err := s.hasHTTPFilter(ctx, rateLimitFilter); err != nil || has {
+			t.Errorf("the main gateway of cluster %s has the rate limit filter: %v %v", s.Name, has, err)
+		}
+	}
+}
+
+// onlyGzip says the applied set is the scenarios' first document's: gzip
+// alone.
+func onlyGzip(st *status.Status) bool {
+	return st.Applied != nil && len(st.Applied.EnvoyFilters) == 1 && st.Applied.EnvoyFilters[0].Item == "gzip"
 }
