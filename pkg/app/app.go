@@ -166,12 +166,17 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "globalconfig"
-	// client-go's default of 5 requests/s would queue the three writes of
-	// one edit (EnvoyFilter, status, Event) behind each other. The
-	// controller's traffic is bounded by edits anyway.
-	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	limitRate(cfg)
 	return cfg, nil
 }
+
+// limitRate sets the controller's rate limits on a client's config, the
+// home cluster's and every member's alike: client-go's default of 5
+// requests/s would queue the writes of one edit (EnvoyFilters, status,
+// Event) behind each other, and a member's full set of EnvoyFilters
+// behind its first ten. The controller's traffic is bounded by edits
+// anyway.
+func limitRate(cfg *rest.Config) { cfg.QPS, cfg.Burst = ClientQPS, ClientBurst }
 
 // Run runs `globalconfig run` until ctx ends.
 func Run(ctx context.Context, opts Options, log *slog.Logger) error {
@@ -419,7 +424,12 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		follow.enqueue = ctrl.Enqueue
 		w := members.NewWatcher(kube, cfg.Namespace, ctrl.HomeName(), opts.Resync)
 		w.Log = log
-		w.OnChange = func(ms []members.Member, problems []members.Problem) { ctrl.SetMembers(ctx, ms, problems) }
+		w.OnChange = func(ms []members.Member, problems []members.Problem) {
+			for _, m := range ms {
+				limitRate(m.Config)
+			}
+			ctrl.SetMembers(ctx, ms, problems)
+		}
 		go w.Run(ctx)
 	}
 	if resolver != nil {
