@@ -151,7 +151,9 @@ type GRPCStatus string
 
 // Values lists the names (Envoy's gRPC status names, as in its access
 // log's gRPC status filter).
-func (GRPCStatus) Values() []string { return items.EnumNames(accesslogv3.GrpcStatusFilter_Status_value) }
+func (GRPCStatus) Values() []string {
+	return items.EnumNames(accesslogv3.GrpcStatusFilter_Status_value)
+}
 
 // AdaptiveConcurrency is `loadShedding.adaptiveConcurrency`.
 type AdaptiveConcurrency struct {
