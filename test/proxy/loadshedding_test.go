@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,7 +188,11 @@ func TestLoadSheddingAdaptiveConcurrency(t *testing.T) {
 			t.Fatal(err)
 		}
 		found := false
+		var names []string
 		for name, v := range st {
+			if strings.Contains(name, "adaptive_concurrency.") {
+				names = append(names, fmt.Sprintf("%s=%d", name, v))
+			}
 			if len(name) > len(concurrencyLimit) && name[len(name)-len(concurrencyLimit):] == concurrencyLimit {
 				found = true
 				if v < 1 {
@@ -194,6 +200,8 @@ func TestLoadSheddingAdaptiveConcurrency(t *testing.T) {
 				}
 			}
 		}
+		sort.Strings(names)
+		t.Logf("%s: %s", g.name, strings.Join(names, " "))
 		if !found {
 			t.Errorf("no %s gauge in the gateway's statistics", concurrencyLimit)
 		}
