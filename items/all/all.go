@@ -13,6 +13,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/hardening"
 	_ "github.com/globalconfig/globalconfig/items/headers"
 	_ "github.com/globalconfig/globalconfig/items/ipaccess"
+	_ "github.com/globalconfig/globalconfig/items/loadshedding"
 	_ "github.com/globalconfig/globalconfig/items/localratelimit"
 	_ "github.com/globalconfig/globalconfig/items/requestbody"
 	_ "github.com/globalconfig/globalconfig/items/tls"
