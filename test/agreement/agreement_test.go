@@ -96,6 +96,7 @@ var deliberate = []struct {
 	rule(`extAuth\.addHeaders\..*`, `must be a valid HTTP header name|must be lower case|content-length is Envoy's`, "Envoy loads such a header into the check, but HTTP/2 peers refuse upper case and non-token names, and Envoy sets the check's content-length itself"),
 	rule(`extAuth\.failureStatus`, `must be one of`, "a failed check answered with a status below 400 would tell the client its request went through or moved"),
 	rule(`extAuth\.timeout`, `must be between`, "every request waits for the check: more than a minute is an outage, not a timeout"),
+	rule(`customErrors\.(localReplies|upstream)\[\d+\]\.statuses\[\d+\]`, `is already in`, "a status in two entries: Envoy uses the first mapper that matches, so the second entry's page for it is never sent"),
 	rule(`cors\.allowOrigins(\[\d+\])?`, `must be an origin as browsers send it|an origin has no path|a suffix after \*|after ~ is empty|a lone \* already allows|origins; at most`,
 		"browsers send Origin as scheme://host[:port] and nothing else: an entry of another shape never matches, and a lone * beside others makes them say nothing"),
 	rule(`cors\.(allowMethods|allowHeaders|exposeHeaders)(\[\d+\])?`, `must be an HTTP method|must be a valid HTTP header name|is empty|; at most`,
