@@ -117,7 +117,7 @@ func TestCORSVirtualServiceWins(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, e := r.header.Get("access-control-allow-origin"), r.header.Get("access-control-expose-headers"); got != corsVSOrigin || e != "x-from-default" {
-			t.Errorf("simple GET on the route with its own corsPolicy: allow-origin %q, expose-headers %q; want %q (the route's) and x-from-default (the item's, which the route leaves unset)", got, e, corsVSOrigin)
+			t.Errorf("simple GET on the route with its own corsPolicy: status %d, allow-origin %q, expose-headers %q; want %q (the route's) and x-from-default (the item's, which the route leaves unset); headers %v", r.status, got, e, corsVSOrigin, r.header)
 		}
 	})
 }
