@@ -51,8 +51,9 @@ func extProcDoc(extra string) string {
 
 // TestExtProc: every request is processed by the server: the header it
 // adds reaches the backend, and the one it adds to the response reaches
-// the client; a request it refuses gets its status and body, and never
-// reaches the backend.
+// the client; a buffered body reaches the server and the backend whole,
+// one over the buffer limit is refused with 413; a request it refuses
+// gets its status and body, and never reaches the backend.
 func TestExtProc(t *testing.T) {
 	ctx := setup(t)
 	extProcMesh(ctx, t)
@@ -81,6 +82,15 @@ func TestExtProc(t *testing.T) {
 		}
 		if extProcSrv.Bodies.Load() == bodies {
 			t.Errorf("requestBody BUFFERED: the ext_proc server got no body")
+		}
+		// A body over the connection's buffer limit can't be buffered
+		// whole: the gateway refuses it with 413.
+		big, err := do(ctx, "POST", g.url("/echo"), nil, strings.Repeat("b", 4<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if big.status != 413 || big.header.Get("x-backend") != "" {
+			t.Errorf("requestBody BUFFERED, a POST of 4 MiB: status %d (x-backend %q), want 413 from the gateway", big.status, big.header.Get("x-backend"))
 		}
 		// Refused by the server: its status and body, from the gateway.
 		for _, code := range []string{"403", "429"} {
