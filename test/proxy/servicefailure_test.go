@@ -92,6 +92,12 @@ var serviceItems = []serviceItem{
 	{"extauth-grpc", 9000, func(h string, p uint32) string {
 		return fmt.Sprintf("extAuth:\n  service: %s\n  port: %d\n  protocol: grpc\n", h, p)
 	}},
+	{"extproc-deny", 9000, func(h string, p uint32) string {
+		return fmt.Sprintf("extProc:\n  service: %s\n  port: %d\n  failureStatus: 503\n", h, p)
+	}},
+	{"extproc-allow", 9000, func(h string, p uint32) string {
+		return fmt.Sprintf("extProc:\n  service: %s\n  port: %d\n  failureMode: allow\n", h, p)
+	}},
 	{"tracing-zipkin", 9411, func(h string, p uint32) string {
 		return fmt.Sprintf("tracing:\n  enable: true\n  sampling: 100\n  zipkin:\n    service: %s\n    port: %d\n", h, p)
 	}},
@@ -131,6 +137,8 @@ var serviceOutcomes = map[string]map[string]serviceOutcome{
 	"extauth-deny":         {"*": {status: 503, says: "every request that is not opted out (skip) is denied with 503"}},
 	"extauth-allow":        {"*": {status: 200, says: "every request passes unchecked"}},
 	"extauth-grpc":         {"*": {status: 503, says: "is denied with 503"}},
+	"extproc-deny":         {"*": {status: 503, says: "every request is answered with 503"}},
+	"extproc-allow":        {"*": {status: 200, says: "every request passes unprocessed"}},
 	// The request is served, by the listener before the change when the
 	// gateway refused it.
 	"tracing-zipkin":             {"missing": {refused: true, status: 200, says: "Envoy refuses every listener that sends to it"}, "*": {status: 200}},
