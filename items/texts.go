@@ -120,7 +120,7 @@ func CheckTexts(p *Problems, it Texter) {
 			eachValue(v, keys[:len(keys)-1], "", func(at string, m reflect.Value) {
 				rule := textRules[t.Key]
 				for _, k := range sortedKeys(m) {
-					if rule != nil && k != "" {
+					if rule != nil { // "" is a key given, and checked
 						rule(p, fielderr.Key(at, k), k)
 					}
 				}
@@ -131,7 +131,9 @@ func CheckTexts(p *Problems, it Texter) {
 			continue
 		}
 		eachValue(v, keys, "", func(at string, s reflect.Value) {
-			if s.String() != "" {
+			// An empty key is a key not given; an empty entry of a list
+			// is a value ("" in remove: [""]), and is checked.
+			if s.String() != "" || strings.HasSuffix(at, "]") {
 				rule(p, at, s.String())
 			}
 		})
