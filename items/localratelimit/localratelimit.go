@@ -2,7 +2,9 @@
 // by each proxy. A global bucket counts every request; keyed buckets count
 // the requests of each client address (perClient) or of each value of a
 // request header (perHeader), as ingress-nginx's limit_req zones keyed by
-// $binary_remote_addr did. Requests over a limit are answered 429, or the
+// $binary_remote_addr did; scoped limits (limits) count only the requests
+// their match selects (requestmatch, the vocabulary globalRateLimit
+// shares). Requests over a limit are answered 429, or the
 // statusCode given. The filterEnabled and filterEnforced percentages let a
 // limit run in shadow mode (counted, not enforced) before it is rolled out.
 package localratelimit
@@ -119,7 +121,7 @@ type LocalRateLimit struct {
 // tokensPerFill and fillInterval, or requests per unit) and a key.
 type Limit struct {
 	Match         *requestmatch.Match `json:"match" doc:"Count only the requests that match every key given (pathPrefix, hosts, methods, headers, queryParams, clients), as globalRateLimit's match; none: every request."`
-	Requests      *uint32             `json:"requests" doc:"Requests allowed per unit, with unit: a bucket of this many tokens, refilled whole every unit (so up to twice this can pass across a unit's edge). Or give maxTokens."`
+	Requests      *uint32             `json:"requests" doc:"Requests allowed per unit, with unit: a bucket of this many tokens that refills at this many per unit, continuously (so in any one unit up to twice this can pass). Or give maxTokens."`
 	Unit          requestmatch.Unit   `json:"unit" doc:"second, minute, hour or day, with requests."`
 	MaxTokens     *uint32             `json:"maxTokens" doc:"The bucket's size, the burst allowed, at least 1. Or give requests and unit."`
 	TokensPerFill *uint32             `json:"tokensPerFill" doc:"Tokens added every fillInterval, with maxTokens (default 1)."`
@@ -162,7 +164,7 @@ var (
 func init() {
 	items.Register(items.Registration{
 		Name:             Name,
-		Summary:          "Token buckets per proxy, global, per client address and per header value; requests over a limit are answered 429.",
+		Summary:          "Token buckets per proxy: global, per client address, per header value, and scoped limits that count only the requests they match (a path, hosts, methods, headers, query parameters, client ranges); requests over a limit are answered 429.",
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             4,
 		Purpose:          "refuses requests over the rate, before their body is buffered",
