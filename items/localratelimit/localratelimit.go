@@ -334,7 +334,7 @@ func (l Limit) validate(p *items.Problems, at string) {
 	case rate && bucket:
 		p.Addf(at, "give either requests and unit (e.g. requests: 10, unit: minute) or maxTokens with tokensPerFill and fillInterval, not both: they are two ways to write the same bucket")
 	case !rate && !bucket:
-		p.Addf(at, "give its rate: requests and unit (e.g. requests: 10, unit: minute), or maxTokens with tokensPerFill and fillInterval")
+		p.Addf(at, "needs exactly one rate: requests and unit (e.g. requests: 10, unit: minute), or maxTokens with tokensPerFill and fillInterval")
 	case rate && l.Requests == nil:
 		p.Addf(at+".requests", "is required with unit: how many requests per %s", l.Unit)
 	case rate && l.Unit == "":

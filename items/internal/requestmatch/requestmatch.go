@@ -85,7 +85,7 @@ type Match struct {
 type Header struct {
 	Name   string   `json:"name" doc:"The request header, e.g. x-tier; case does not matter (required)."`
 	Values []string `json:"values,omitempty" doc:"Values the header must have one of, compared exactly; none: the header must be present. At most 32."`
-	Invert bool     `json:"invert,omitempty" doc:"Match the requests whose header has none of the values (a request without the header included), or, without values, the requests without the header (Envoy's invert_match, present_match: false)."`
+	Invert bool     `json:"invert,omitempty" doc:"Match the requests whose header has none of the values, a request without the header included (Envoy's invert_match with treat_missing_header_as_empty), or, without values, the requests without the header (present_match: false)."`
 }
 
 // QueryParam is one entry of match.queryParams.
@@ -367,10 +367,15 @@ func (m *Match) Actions() ([][]*routev3.RateLimit_Action, error) {
 			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: !h.Invert}
 		case 1:
 			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h.Values[0]}}}
-			hm.InvertMatch = h.Invert
 		default:
 			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: regexString(valuesRegex(h.Values))}
-			hm.InvertMatch = h.Invert
+		}
+		if len(h.Values) > 0 && h.Invert {
+			// Envoy matches no absent header, inverted or not, unless it
+			// reads it as empty: no value is empty, so a request without
+			// the header has none of them, and an inverted list matches it.
+			hm.InvertMatch = true
+			hm.TreatMissingHeaderAsEmpty = true
 		}
 		headers = append(headers, hm)
 	}
