@@ -351,13 +351,17 @@ func (l Limit) validate(p *items.Problems, at string) {
 	l.Match.Validate(p, at+".match")
 }
 
-// bucket is the limit's token bucket, from whichever form it is given in.
-func (l Limit) bucket() *typev3.TokenBucket {
-	if l.Requests != nil {
-		return tokenBucket(*l.Requests, *l.Requests, l.Unit.Duration())
+// bucket is the limit's token bucket, from whichever form it is given in
+// (validation admits exactly one; Build may see a refused document too).
+func (l Limit) bucket() (*typev3.TokenBucket, error) {
+	switch {
+	case l.Requests != nil:
+		return tokenBucket(*l.Requests, *l.Requests, l.Unit.Duration()), nil
+	case l.MaxTokens != nil:
+		b := Bucket{TokensPerFill: l.TokensPerFill, FillInterval: l.FillInterval}
+		return tokenBucket(*l.MaxTokens, b.tokensPerFill(), b.fillInterval()), nil
 	}
-	b := Bucket{TokensPerFill: l.TokensPerFill, FillInterval: l.FillInterval}
-	return tokenBucket(*l.MaxTokens, b.tokensPerFill(), b.fillInterval())
+	return nil, fmt.Errorf("needs exactly one rate: requests and unit, or maxTokens")
 }
 
 // Descriptor is the limit's descriptor value: its name and a hash of its
@@ -395,7 +399,11 @@ func addLimit(cfg *ratelimitv3.LocalRateLimit, name string, l Limit) error {
 	for _, match := range alts {
 		cfg.RateLimits = append(cfg.RateLimits, &routev3.RateLimit{Actions: slices.Concat(head, match, tail)})
 	}
-	cfg.Descriptors = append(cfg.Descriptors, &commonratelimitv3.LocalRateLimitDescriptor{Entries: entries, TokenBucket: l.bucket()})
+	bucket, err := l.bucket()
+	if err != nil {
+		return err
+	}
+	cfg.Descriptors = append(cfg.Descriptors, &commonratelimitv3.LocalRateLimitDescriptor{Entries: entries, TokenBucket: bucket})
 	return nil
 }
 
