@@ -9,10 +9,6 @@
 package globalratelimit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -31,12 +27,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
-	"github.com/globalconfig/globalconfig/internal/re2"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/requestmatch"
 )
 
 // Name is the item's key in the document, and Filter the HTTP filter it
@@ -66,27 +61,20 @@ const (
 	MaxLimits = 64
 	// MaxExcept bounds each limit's except list: Envoy tries the ranges
 	// one by one on every request.
-	MaxExcept = 256
-	// MaxHosts bounds each limit's match.hosts, and MaxMethods its
-	// match.methods: a list too long for one of Envoy's regexes becomes
-	// several, each tried on every request.
-	MaxHosts   = 64
-	MaxMethods = 32
+	MaxExcept = requestmatch.MaxClientRanges
 )
 
 // The descriptor keys the actions write, in the order of a descriptor's
 // entries: the limit (with its name and a hash of its definition), the
-// match, the exception, then what the limit counts by.
+// match's (requestmatch.Entries), the exception, then what the limit
+// counts by.
 const (
-	KeyLimit         = "limit"
-	KeyMatch         = "match"
-	KeyExcept        = "except"
-	KeyClient        = "remote_address"
-	KeySubnet        = "masked_remote_address"
-	KeyHeader        = "header"
-	matchValue       = "yes"
-	outsideValue     = "outside"
-	descriptorHashes = 8 // hex digits of a limit's hash in its descriptor
+	KeyLimit     = "limit"
+	KeyExcept    = "except"
+	KeyClient    = "remote_address"
+	KeySubnet    = "masked_remote_address"
+	KeyHeader    = "header"
+	outsideValue = "outside"
 )
 
 // The Envoy releases settings need.
@@ -96,8 +84,8 @@ var (
 	// istiod gives routes or virtual hosts.
 	filterRateLimits = envoyfilter.Version{Major: 1, Minor: 36}
 	// remoteAddressMatch is the first Envoy with the remote_address_match
-	// action, which except needs.
-	remoteAddressMatch = envoyfilter.Version{Major: 1, Minor: 38}
+	// action, which except and match.clients need.
+	remoteAddressMatch = requestmatch.ClientsSince
 )
 
 // GlobalRateLimit is the `globalRateLimit` section.
@@ -121,7 +109,7 @@ type Limit struct {
 	PerClient       bool     `json:"perClient" doc:"Count each client address apart: the address the connection manager trusts (see clientIP and headers.xff)."`
 	PerClientSubnet *Subnet  `json:"perClientSubnet" doc:"Count each client subnet apart: the client address masked to ipv4 and ipv6 prefix lengths."`
 	PerHeader       string   `json:"perHeader" doc:"Count each value of this request header apart, e.g. x-api-key; requests without the header are not counted by this limit."`
-	Match           *Match   `json:"match" doc:"Count only the requests that match: all of pathPrefix, hosts and methods that are given."`
+	Match           *Match   `json:"match" doc:"Count only the requests that match: every key of it that is given (pathPrefix, hosts, methods, headers, queryParams, clients)."`
 	Except          []string `json:"except" doc:"Client address ranges this limit does not count (CIDRs or single addresses), e.g. your own monitoring. Needs Istio 1.30 (Envoy 1.38) or newer."`
 	Shadow          bool     `json:"shadow" doc:"Count and report, but never refuse: the service's shadow mode, for trying a limit out."`
 }
@@ -132,12 +120,9 @@ type Subnet struct {
 	IPv6 *uint32 `json:"ipv6" doc:"Prefix length of an IPv6 client's subnet, 1 to 128 (default 64)."`
 }
 
-// Match selects the requests a limit counts.
-type Match struct {
-	PathPrefix string   `json:"pathPrefix" doc:"A path prefix of whole segments: /api counts /api and /api/v1, not /apis. The path as the connection manager normalized it (see hardening)."`
-	Hosts      []string `json:"hosts" doc:"Host names (the request's :authority, without its port, compared ignoring case), e.g. api.example.com; at most 64. A list too long for one of Envoy's regexes is matched by several, still counted as one limit."`
-	Methods    []string `json:"methods" doc:"HTTP methods, upper case, e.g. [POST, PUT]; at most 32. A list too long for one of Envoy's regexes is matched by several, still counted as one limit."`
-}
+// Match selects the requests a limit counts: the vocabulary both rate
+// limits share.
+type Match = requestmatch.Match
 
 // FailureMode is what happens when the service can't answer.
 type FailureMode string
@@ -145,11 +130,8 @@ type FailureMode string
 // Values lists the failure modes.
 func (FailureMode) Values() []string { return []string{"allow", "deny"} }
 
-// Unit is a limit's time unit.
-type Unit string
-
-// Values lists the units.
-func (Unit) Values() []string { return []string{"second", "minute", "hour", "day"} }
+// Unit is a limit's time unit, as localRateLimit spells it too.
+type Unit = requestmatch.Unit
 
 var units = map[Unit]rlsv3.RateLimitUnit{
 	"second": rlsv3.RateLimitUnit_SECOND, "minute": rlsv3.RateLimitUnit_MINUTE,
@@ -183,6 +165,7 @@ func init() {
 		Needs: []items.Need{
 			{Setting: "limits", Field: "rate_limits (the filter's own)", Envoy: filterRateLimits, Older: "refused by validation"},
 			{Setting: "limits.*.except", Field: "remote_address_match", Envoy: remoteAddressMatch, Older: "refused by validation"},
+			{Setting: "limits.*.match.clients", Field: "remote_address_match", Envoy: remoteAddressMatch, Older: "refused by validation"},
 		},
 	})
 }
@@ -201,15 +184,12 @@ func (*GlobalRateLimit) Ranges() []items.Range {
 
 // Texts implements items.Texter.
 func (*GlobalRateLimit) Texts() []items.Text {
-	return []items.Text{
+	return append([]items.Text{
 		{Path: "service", Kind: items.TextServiceHost},
 		{Path: "limits.*", Key: items.TextPlain},
 		{Path: "limits.*.perHeader", Kind: items.TextHeaderRead},
-		{Path: "limits.*.match.pathPrefix", Kind: items.TextURLPath},
-		{Path: "limits.*.match.hosts[]", Kind: items.TextHostName},
-		{Path: "limits.*.match.methods[]", Kind: items.TextMethod},
 		{Path: "limits.*.except[]", Kind: items.TextCIDR},
-	}
+	}, requestmatch.Texts("limits.*.match")...)
 }
 
 // Services implements items.ServiceUser.
@@ -244,19 +224,12 @@ func (*GlobalRateLimit) ContextLimits() []items.ContextLimit {
 		{Path: "limits.*.perClient", Contexts: clients, Why: why},
 		{Path: "limits.*.perClientSubnet", Contexts: clients, Why: why},
 		{Path: "limits.*.except", Contexts: clients, Why: why},
+		{Path: "limits.*.match.clients", Contexts: clients, Why: why},
 	}
 }
 
-// limitName is what a limit's name may be: it is the descriptor's value,
-// and a part of the service's counter keys.
-var limitName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$`)
-
 // domainName is what the domain may be.
 var domainName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
-
-// method is what match.methods takes: an upper-case token (GET, POST, or
-// WebDAV's PROPFIND): methods are compared exactly.
-var method = regexp.MustCompile(`^[A-Z][A-Z_-]{0,31}$`)
 
 // Validate implements items.Item.
 func (g *GlobalRateLimit) Validate() error {
@@ -284,9 +257,7 @@ func (g *GlobalRateLimit) Validate() error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(g.Limits)) {
 		at := fielderr.Key("limits", name)
-		if !limitName.MatchString(name) {
-			p.Addf(at, "a limit's name must be 1 to 63 letters, digits, '_' or '-', starting and ending with a letter or digit: it names the limit at the service")
-		}
+		requestmatch.CheckLimitName(&p, at, name, "at the service")
 		g.Limits[name].validate(&p, at)
 	}
 	return p.Err()
@@ -308,64 +279,7 @@ func (l Limit) validate(p *items.Problems, at string) {
 	if h := strings.ToLower(l.PerHeader); h == "host" {
 		p.Addf(at+".perHeader", "host is not a request header inside Envoy (it becomes :authority); use :authority")
 	}
-	if m := l.Match; m != nil {
-		if m.PathPrefix == "" && len(m.Hosts) == 0 && len(m.Methods) == 0 {
-			p.Addf(at+".match", "matches everything; give pathPrefix, hosts or methods, or remove match")
-		}
-		if len(m.Hosts) > MaxHosts {
-			p.Addf(at+".match.hosts", "has %d hosts; at most %d", len(m.Hosts), MaxHosts)
-		}
-		for i, h := range m.Hosts {
-			// Hosts compare ignoring case.
-			for _, msg := range validation.IsDNS1123Subdomain(strings.ToLower(h)) {
-				p.Addf(fmt.Sprintf("%s.match.hosts[%d]", at, i), "must be a host name: %s", msg)
-			}
-		}
-		if len(m.Methods) > MaxMethods {
-			p.Addf(at+".match.methods", "has %d methods; at most %d", len(m.Methods), MaxMethods)
-		}
-		hostsOK, methodsOK := len(m.Hosts) <= MaxHosts, len(m.Methods) <= MaxMethods
-		hostAt := map[string]int{}
-		for i, h := range m.Hosts {
-			if j, ok := hostAt[strings.ToLower(h)]; ok {
-				p.Addf(fmt.Sprintf("%s.match.hosts[%d]", at, i), "repeats hosts[%d] (host names compare ignoring case); remove one", j)
-				hostsOK = false
-				continue
-			}
-			hostAt[strings.ToLower(h)] = i
-		}
-		methodAt := map[string]int{}
-		for i, mth := range m.Methods {
-			if !method.MatchString(mth) {
-				p.Addf(fmt.Sprintf("%s.match.methods[%d]", at, i), "must be an HTTP method in upper case, such as GET or POST (methods are compared exactly), got %q", mth)
-				methodsOK = false
-				continue
-			}
-			if j, ok := methodAt[mth]; ok {
-				p.Addf(fmt.Sprintf("%s.match.methods[%d]", at, i), "repeats methods[%d]; remove one", j)
-				methodsOK = false
-				continue
-			}
-			methodAt[mth] = i
-		}
-		// A list too long for one regex is split (rateLimits); an entry
-		// too long alone can't be.
-		if hostsOK {
-			if _, i, err := matchRegexes(m.Hosts, hostRegex); err != nil {
-				p.Addf(fmt.Sprintf("%s.match.hosts[%d]", at, i), "%v", err)
-			}
-		}
-		if methodsOK {
-			if _, i, err := matchRegexes(m.Methods, methodRegex); err != nil {
-				p.Addf(fmt.Sprintf("%s.match.methods[%d]", at, i), "%v", err)
-			}
-		}
-		if m.PathPrefix != "" {
-			if _, err := pathRegex(m.PathPrefix); err != nil {
-				p.Addf(at+".match.pathPrefix", "%v", err)
-			}
-		}
-	}
+	l.Match.Validate(p, at+".match")
 	if len(l.Except) > MaxExcept {
 		p.Addf(at+".except", "has %d ranges; at most %d", len(l.Except), MaxExcept)
 	}
@@ -374,25 +288,6 @@ func (l Limit) validate(p *items.Problems, at string) {
 			p.Addf(fmt.Sprintf("%s.except[%d]", at, i), "%v", err)
 		}
 	}
-}
-
-// pathRegex is the regex of a path prefix of whole segments: the prefix
-// itself, or the prefix followed by "/" or a query. It must fit Envoy's
-// RE2 in every dialect.
-func pathRegex(prefix string) (string, error) {
-	prefix = strings.TrimSuffix(prefix, "/")
-	if prefix == "" {
-		return "", fmt.Errorf("the path prefix \"/\" matches everything; leave pathPrefix out")
-	}
-	re := "^" + regexp.QuoteMeta(prefix) + `(?:[/?].*)?$`
-	size, err := re2.CheckAll(re)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("Envoy's RE2 refuses the path's regex: %v", err)
-	case size > re2.MaxProgramSize:
-		return "", fmt.Errorf("is too long: its regex's RE2 program size is %d, over Envoy's limit of %d", size, re2.MaxProgramSize)
-	}
-	return re, nil
 }
 
 // Build implements items.Item: the patches for the newest Envoy.
@@ -411,6 +306,10 @@ func (g *GlobalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, 
 		l := g.Limits[name]
 		if len(l.Except) > 0 && !r.Envoy.AtLeast(remoteAddressMatch) {
 			p.Addf(fielderr.Key("limits", name)+".except", "%s", items.NeedsMsg(remoteAddressMatch))
+			continue
+		}
+		if l.Match != nil && l.Match.Clients != nil && !r.Envoy.AtLeast(remoteAddressMatch) {
+			p.Addf(fielderr.Key("limits", name)+".match.clients", "%s", items.NeedsMsg(remoteAddressMatch))
 			continue
 		}
 		rls, err := l.rateLimits(name)
@@ -459,14 +358,7 @@ func (g *GlobalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, 
 // Descriptor is one limit's descriptor value: its name and a hash of what
 // it is, so that a changed limit is a new descriptor both at the proxies
 // and at the service (a canary and a stable proxy each get theirs).
-func (l Limit) Descriptor(name string) string {
-	b, err := json.Marshal(l)
-	if err != nil {
-		b = fmt.Appendf(nil, "%#v", l) // plain data: never
-	}
-	sum := sha256.Sum256(b)
-	return name + "." + hex.EncodeToString(sum[:])[:descriptorHashes]
-}
+func (l Limit) Descriptor(name string) string { return requestmatch.Descriptor(name, l) }
 
 // rateLimits are the filter's rate limits for the limit: each action
 // writes one entry of the descriptor, in the order the service's
@@ -508,95 +400,15 @@ func (l Limit) rateLimits(name string) ([]*routev3.RateLimit, error) {
 			HeaderName: strings.ToLower(l.PerHeader), DescriptorKey: KeyHeader,
 		}}})
 	}
-	m := l.Match
-	if m == nil {
-		return []*routev3.RateLimit{{Actions: slices.Concat(head, tail)}}, nil
-	}
-	// Each combination of a host group and a method group (nil: no
-	// condition on that header).
-	var path *routev3.HeaderMatcher
-	if m.PathPrefix != "" {
-		re, err := pathRegex(m.PathPrefix)
-		if err != nil {
-			return nil, err
-		}
-		path = regexHeader(":path", re)
-	}
-	hostREs, i, err := matchRegexes(m.Hosts, hostRegex)
+	alts, err := l.Match.Actions()
 	if err != nil {
-		return nil, &fielderr.Error{Path: fmt.Sprintf("match.hosts[%d]", i), Msg: err.Error()}
-	}
-	methodREs, i, err := matchRegexes(m.Methods, methodRegex)
-	if err != nil {
-		return nil, &fielderr.Error{Path: fmt.Sprintf("match.methods[%d]", i), Msg: err.Error()}
+		return nil, fmt.Errorf("match.%w", err)
 	}
 	var out []*routev3.RateLimit
-	for _, hostRE := range hostREs {
-		for _, methodRE := range methodREs {
-			var headers []*routev3.HeaderMatcher
-			if path != nil {
-				headers = append(headers, path)
-			}
-			if hostRE != "" {
-				headers = append(headers, regexHeader(":authority", hostRE))
-			}
-			if methodRE != "" {
-				headers = append(headers, regexHeader(":method", methodRE))
-			}
-			match := &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_HeaderValueMatch_{HeaderValueMatch: &routev3.RateLimit_Action_HeaderValueMatch{
-				DescriptorKey: KeyMatch, DescriptorValue: matchValue, ExpectMatch: wrapperspb.Bool(true), Headers: headers,
-			}}}
-			out = append(out, &routev3.RateLimit{Actions: slices.Concat(head, []*routev3.RateLimit_Action{match}, tail)})
-		}
+	for _, match := range alts {
+		out = append(out, &routev3.RateLimit{Actions: slices.Concat(head, match, tail)})
 	}
 	return out, nil
-}
-
-func regexHeader(name, re string) *routev3.HeaderMatcher {
-	return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
-		StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}},
-	}}
-}
-
-// hostRegex matches a request's :authority against hosts: it may carry a
-// port, and host names compare ignoring case.
-func hostRegex(hosts []string) string {
-	alts := make([]string, len(hosts))
-	for i, h := range hosts {
-		alts[i] = regexp.QuoteMeta(h)
-	}
-	return "(?i)^(?:" + strings.Join(alts, "|") + `)(?::[0-9]+)?$`
-}
-
-// methodRegex matches a request's method against methods, exactly.
-func methodRegex(methods []string) string {
-	return "^(?:" + strings.Join(methods, "|") + ")$"
-}
-
-// matchRegexes are the regexes that together match list (one element:
-// "" when list is empty), each within Envoy's RE2 limit in every dialect
-// (a fleet may run several Envoy releases): one while the whole list fits,
-// else the fewest groups that each fit. An element that can't be matched
-// even alone is an error, with its index.
-func matchRegexes(list []string, build func([]string) string) ([]string, int, error) {
-	if len(list) == 0 {
-		return []string{""}, 0, nil
-	}
-	groups, err := re2.SplitAlternatives(list, build, re2.CheckAll)
-	var alt *re2.AlternativeError
-	switch {
-	case errors.As(err, &alt) && alt.Err != nil:
-		return nil, alt.Index, fmt.Errorf("Envoy's RE2 refuses the regex globalconfig builds from it: %v", alt.Err)
-	case errors.As(err, &alt):
-		return nil, alt.Index, fmt.Errorf("is too long: the regex globalconfig builds from it alone has an RE2 program size of %d, over Envoy's limit of %d (re2.max_program_size; Envoy 1.36 to 1.38 also match k and s as the Kelvin and long s signs, which costs more), so no proxy would load it", alt.Size, re2.MaxProgramSize)
-	case err != nil:
-		return nil, 0, err
-	}
-	out := make([]string, len(groups))
-	for i, g := range groups {
-		out[i] = build(g)
-	}
-	return out, 0, nil
 }
 
 // Default subnet prefix lengths: a /24 is commonly one site or customer,
@@ -637,8 +449,8 @@ func (l Limit) descriptor(name string) *rlsv3.RateLimitDescriptor {
 		leaf.Descriptors = []*rlsv3.RateLimitDescriptor{d}
 		leaf = d
 	}
-	if l.Match != nil {
-		nest(KeyMatch, matchValue)
+	for _, e := range l.Match.Entries() {
+		nest(e.Key, e.Value)
 	}
 	if len(l.Except) > 0 {
 		nest(KeyExcept, outsideValue)

@@ -13,6 +13,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/re2"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/requestmatch"
 )
 
 var (
@@ -26,10 +27,10 @@ var (
 // the one descriptor of the limit, whatever its host (any case, with or
 // without a port) and method; other hosts and methods are not counted.
 func TestLongMatchListsSplitIntoRegexesThatFitAndCountOnce(t *testing.T) {
-	if size, _ := re2.CheckAll(hostRegex(sixHosts)); size <= re2.MaxProgramSize {
+	if size, _ := re2.CheckAll(requestmatch.HostRegex(sixHosts)); size <= re2.MaxProgramSize {
 		t.Fatalf("the six hosts as one regex: size %d, no longer over the limit; the test proves nothing", size)
 	}
-	if size, _ := re2.CheckAll(methodRegex(twentyMethods)); size <= re2.MaxProgramSize {
+	if size, _ := re2.CheckAll(requestmatch.MethodRegex(twentyMethods)); size <= re2.MaxProgramSize {
 		t.Fatalf("the twenty methods as one regex: size %d, no longer over the limit; the test proves nothing", size)
 	}
 	l := Limit{Requests: 10, Unit: "minute", PerClient: true, Match: &Match{PathPrefix: "/api", Hosts: sixHosts, Methods: twentyMethods}}

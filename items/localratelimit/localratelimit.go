@@ -2,7 +2,9 @@
 // by each proxy. A global bucket counts every request; keyed buckets count
 // the requests of each client address (perClient) or of each value of a
 // request header (perHeader), as ingress-nginx's limit_req zones keyed by
-// $binary_remote_addr did. Requests over a limit are answered 429, or the
+// $binary_remote_addr did; scoped limits (limits) count only the requests
+// their match selects (requestmatch, the vocabulary globalRateLimit
+// shares). Requests over a limit are answered 429, or the
 // statusCode given. The filterEnabled and filterEnforced percentages let a
 // limit run in shadow mode (counted, not enforced) before it is rolled out.
 package localratelimit
@@ -23,7 +25,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/requestmatch"
 )
 
 // Name is the item's key in the document.
@@ -61,6 +65,26 @@ const (
 	MaxHeaderLimits = 10
 	// MaxResponseHeaders is Envoy's limit on response_headers_to_add.
 	MaxResponseHeaders = 10
+	// MaxLimits bounds limits. Envoy sets no bound of its own on the
+	// filter's rate_limits or descriptors (their protos have no
+	// max_items), but every request runs every limit's actions and is
+	// looked up among the descriptors, so each limit costs every request:
+	// 64, as globalRateLimit's limits, keeps that cost small (16 limits
+	// measured in test/proxy BenchmarkScopedLocalLimit).
+	MaxLimits = 64
+	// MaxKeyedLimits bounds the keyed limits together (perClient, each
+	// perHeader entry and each limit with perClient or perHeader): each
+	// remembers up to maxKeys keys of about 1 KiB, per HTTP filter chain,
+	// so 16 of them at the default maxKeys may hold 160 MiB.
+	MaxKeyedLimits = 16
+)
+
+// Descriptor keys of the scoped limits (limits): the limit's own entry,
+// with its name and a hash of its definition, comes first, then the
+// match's (requestmatch.Entries), then the key's.
+const (
+	LimitKey       = "limit"
+	LimitHeaderKey = "header"
 )
 
 // Descriptor keys of the keyed limits. RemoteAddressKey is the key Envoy's
@@ -90,6 +114,20 @@ type LocalRateLimit struct {
 	ResponseHeaders map[string]items.HeaderValue `json:"responseHeaders" doc:"Headers added to limited responses, e.g. x-local-rate-limit: \"true\"; at most 10."`
 	FilterEnabled   float64                      `json:"filterEnabled" doc:"Percentage of requests the limits are checked for (default 100)."`
 	FilterEnforced  float64                      `json:"filterEnforced" doc:"Percentage of checked requests over a limit that are refused (default 100; 0 is shadow mode: counted, not refused)."`
+	Limits          map[string]Limit             `json:"limits" doc:"Scoped limits, by name: each counts only the requests its match selects, in one bucket or one per client or header value. A request is counted by every limit that matches it, and by the global bucket too; the first that is empty refuses it. At most 64."`
+}
+
+// Limit is one scoped limit of limits: a match, a bucket (maxTokens with
+// tokensPerFill and fillInterval, or requests per unit) and a key.
+type Limit struct {
+	Match         *requestmatch.Match `json:"match" doc:"Count only the requests that match every key given (pathPrefix, hosts, methods, headers, queryParams, clients), as globalRateLimit's match; none: every request."`
+	Requests      *uint32             `json:"requests" doc:"Requests allowed per unit, with unit: a bucket of this many tokens that refills at this many per unit, continuously (so in any one unit up to twice this can pass). Or give maxTokens."`
+	Unit          requestmatch.Unit   `json:"unit" doc:"second, minute, hour or day, with requests."`
+	MaxTokens     *uint32             `json:"maxTokens" doc:"The bucket's size, the burst allowed, at least 1. Or give requests and unit."`
+	TokensPerFill *uint32             `json:"tokensPerFill" doc:"Tokens added every fillInterval, with maxTokens (default 1)."`
+	FillInterval  *items.Seconds      `json:"fillInterval" doc:"How often tokens are added, with maxTokens, at least 50ms (default 1s)."`
+	PerClient     bool                `json:"perClient" doc:"One bucket per client address (the one the connection manager trusts) instead of one for every request that matches."`
+	PerHeader     string              `json:"perHeader" doc:"One bucket per value of this request header instead of one for every request that matches; a request without the header is not counted by this limit."`
 }
 
 // Bucket is a keyed limit's token bucket: one per key.
@@ -107,10 +145,12 @@ type HeaderLimit struct {
 
 // Texts implements items.Texter.
 func (*LocalRateLimit) Texts() []items.Text {
-	return []items.Text{
+	return append([]items.Text{
 		{Path: "responseHeaders.*", Kind: items.TextHeaderValue, Key: items.TextHeaderName},
 		{Path: "perHeader[].header", Kind: items.TextHeaderRead},
-	}
+		{Path: "limits.*", Key: items.TextPlain},
+		{Path: "limits.*.perHeader", Kind: items.TextHeaderRead},
+	}, requestmatch.Texts("limits.*.match")...)
 }
 
 var (
@@ -124,7 +164,7 @@ var (
 func init() {
 	items.Register(items.Registration{
 		Name:             Name,
-		Summary:          "Token buckets per proxy, global, per client address and per header value; requests over a limit are answered 429.",
+		Summary:          "Token buckets per proxy: global, per client address, per header value, and scoped limits that count only the requests they match (a path, hosts, methods, headers, query parameters, client ranges); requests over a limit are answered 429.",
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             4,
 		Purpose:          "refuses requests over the rate, before their body is buffered",
@@ -143,6 +183,8 @@ func init() {
 		Needs: []items.Need{
 			{Setting: "perClient", Field: "max_dynamic_descriptors", Envoy: dynamicDescriptors, Older: "refused by validation"},
 			{Setting: "perHeader", Field: "max_dynamic_descriptors", Envoy: dynamicDescriptors, Older: "refused by validation"},
+			{Setting: "limits.*.perClient, limits.*.perHeader", Field: "max_dynamic_descriptors", Envoy: dynamicDescriptors, Older: "refused by validation"},
+			{Setting: "limits.*.match.clients", Field: "remote_address_match", Envoy: requestmatch.ClientsSince, Older: "refused by validation"},
 		},
 	})
 }
@@ -164,6 +206,10 @@ func (*LocalRateLimit) Ranges() []items.Range {
 		items.AtLeast("tokensPerFill", 1),
 		items.AtLeast("perClient.tokensPerFill", 1),
 		items.AtLeast("perHeader[].tokensPerFill", 1),
+		items.AtLeast("limits.*.maxTokens", 1),
+		items.AtLeast("limits.*.tokensPerFill", 1),
+		fillFloor("limits.*.fillInterval"),
+		items.AtLeast("limits.*.requests", 1),
 		{Path: "filterEnabled", Min: 0, Max: MaxPercent},
 		{Path: "filterEnforced", Min: 0, Max: MaxPercent},
 		statusCodes,
@@ -187,7 +233,22 @@ var statusCodes = func() items.Range {
 }()
 
 // keyed reports whether any keyed limit is given.
-func (l *LocalRateLimit) keyed() bool { return l.PerClient != nil || len(l.PerHeader) > 0 }
+func (l *LocalRateLimit) keyed() bool {
+	return l.PerClient != nil || len(l.PerHeader) > 0 || l.keyedLimits() > 0
+}
+
+// keyedLimits counts the scoped limits with a key.
+func (l *LocalRateLimit) keyedLimits() int {
+	n := 0
+	for _, lim := range l.Limits {
+		if lim.keyed() {
+			n++
+		}
+	}
+	return n
+}
+
+func (l Limit) keyed() bool { return l.PerClient || l.PerHeader != "" }
 
 // ContextLimits implements items.ContextLimiter. On a sidecar's outbound
 // listeners the client is the workload itself: perClient would count every
@@ -195,24 +256,35 @@ func (l *LocalRateLimit) keyed() bool { return l.PerClient != nil || len(l.PerHe
 // calls at the rate meant for one client; ANY includes those listeners.
 // The global bucket and perHeader mean the same there as anywhere.
 func (*LocalRateLimit) ContextLimits() []items.ContextLimit {
-	return []items.ContextLimit{{Path: "perClient", Contexts: []envoyfilter.Context{envoyfilter.ContextGateway, envoyfilter.ContextSidecarInbound},
-		Why: "on a sidecar's outbound listeners the client is the workload itself, so one bucket would count every request the workload sends, capping all its outgoing calls at the rate meant for one client (ANY includes those listeners); use maxTokens or perHeader to limit a workload's outgoing requests"}}
+	clients := []envoyfilter.Context{envoyfilter.ContextGateway, envoyfilter.ContextSidecarInbound}
+	return []items.ContextLimit{
+		{Path: "perClient", Contexts: clients,
+			Why: "on a sidecar's outbound listeners the client is the workload itself, so one bucket would count every request the workload sends, capping all its outgoing calls at the rate meant for one client (ANY includes those listeners); use maxTokens or perHeader to limit a workload's outgoing requests"},
+		{Path: "limits.*.perClient", Contexts: clients,
+			Why: "on a sidecar's outbound listeners the client is the workload itself, so the limit would count every request the workload sends as one client's (ANY includes those listeners)"},
+		{Path: "limits.*.match.clients", Contexts: clients,
+			Why: "on a sidecar's outbound listeners the client is the workload itself, so every request it sends has the same client address (ANY includes those listeners)"},
+	}
 }
 
 // Validate implements items.Item.
 func (l *LocalRateLimit) Validate() error {
 	var p items.Problems
 	keyed := l.keyed()
-	if l.MaxTokens == nil && l.Enable && !keyed {
-		p.Addf("maxTokens", "is required and must be at least 1")
+	if l.MaxTokens == nil && l.Enable && !keyed && len(l.Limits) == 0 {
+		p.Addf("maxTokens", "is required and must be at least 1, unless perClient, perHeader or limits is given")
 	}
-	if l.MaxTokens == nil && keyed {
+	if l.MaxTokens == nil && (keyed || len(l.Limits) > 0) {
 		// Without maxTokens there is no global bucket for these to shape.
+		where := "perClient or perHeader"
+		if len(l.Limits) > 0 {
+			where = "perClient, perHeader or a limit"
+		}
 		if l.TokensPerFill > 1 {
-			p.Addf("tokensPerFill", "only applies with maxTokens (the global bucket); set tokensPerFill in perClient or perHeader instead")
+			p.Addf("tokensPerFill", "only applies with maxTokens (the global bucket); set tokensPerFill in %s instead", where)
 		}
 		if l.FillInterval.Duration >= MinFillInterval && l.FillInterval.Duration != defaultFillInterval {
-			p.Addf("fillInterval", "only applies with maxTokens (the global bucket); set fillInterval in perClient or perHeader instead")
+			p.Addf("fillInterval", "only applies with maxTokens (the global bucket); set fillInterval in %s instead", where)
 		}
 	}
 	if len(l.PerHeader) > MaxHeaderLimits {
@@ -231,12 +303,108 @@ func (l *LocalRateLimit) Validate() error {
 	}
 	items.CheckRanges(&p, l)
 	if !keyed && l.MaxKeys != DefaultMaxKeys {
-		p.Addf("maxKeys", "only applies with perClient or perHeader")
+		p.Addf("maxKeys", "only applies with perClient, perHeader or a limit with a key")
+	}
+	if len(l.Limits) > MaxLimits {
+		p.Addf("limits", "has %d limits; at most %d: every request runs each one's match", len(l.Limits), MaxLimits)
+	}
+	n := l.keyedLimits() + len(l.PerHeader)
+	if l.PerClient != nil {
+		n++
+	}
+	if n > MaxKeyedLimits {
+		p.Addf("limits", "has %d keyed limits with perClient and perHeader; at most %d together: each remembers up to maxKeys keys (about 1 KiB each)", n, MaxKeyedLimits)
+	}
+	for _, name := range slices.Sorted(maps.Keys(l.Limits)) {
+		at := fielderr.Key("limits", name)
+		requestmatch.CheckLimitName(&p, at, name, "in its descriptor and the filter's statistics")
+		l.Limits[name].validate(&p, at)
 	}
 	if len(l.ResponseHeaders) > MaxResponseHeaders {
 		p.Addf("responseHeaders", "has %d headers; Envoy allows at most %d", len(l.ResponseHeaders), MaxResponseHeaders)
 	}
 	return p.Err()
+}
+
+// validate records the problems of one scoped limit, at at.
+func (l Limit) validate(p *items.Problems, at string) {
+	rate := l.Requests != nil || l.Unit != ""
+	bucket := l.MaxTokens != nil || l.TokensPerFill != nil || l.FillInterval != nil
+	switch {
+	case rate && bucket:
+		p.Addf(at, "give either requests and unit (e.g. requests: 10, unit: minute) or maxTokens with tokensPerFill and fillInterval, not both: they are two ways to write the same bucket")
+	case !rate && !bucket:
+		p.Addf(at, "needs exactly one rate: requests and unit (e.g. requests: 10, unit: minute), or maxTokens with tokensPerFill and fillInterval")
+	case rate && l.Requests == nil:
+		p.Addf(at+".requests", "is required with unit: how many requests per %s", l.Unit)
+	case rate && l.Unit == "":
+		p.Addf(at+".unit", "is required with requests: second, minute, hour or day")
+	case bucket && l.MaxTokens == nil:
+		p.Addf(at+".maxTokens", "is required with tokensPerFill or fillInterval: the bucket's size, at least 1")
+	}
+	if l.PerClient && l.PerHeader != "" {
+		p.Addf(at, "give at most one of perClient and perHeader: a limit counts by one key (none: one bucket for every request it matches)")
+	}
+	if l.PerHeader != "" {
+		checkKeyHeader(p, at+".perHeader", l.PerHeader)
+	}
+	l.Match.Validate(p, at+".match")
+}
+
+// bucket is the limit's token bucket, from whichever form it is given in
+// (validation admits exactly one; Build may see a refused document too).
+func (l Limit) bucket() (*typev3.TokenBucket, error) {
+	switch {
+	case l.Requests != nil:
+		return tokenBucket(*l.Requests, *l.Requests, l.Unit.Duration()), nil
+	case l.MaxTokens != nil:
+		b := Bucket{TokensPerFill: l.TokensPerFill, FillInterval: l.FillInterval}
+		return tokenBucket(*l.MaxTokens, b.tokensPerFill(), b.fillInterval()), nil
+	}
+	return nil, fmt.Errorf("needs exactly one rate: requests and unit, or maxTokens")
+}
+
+// Descriptor is the limit's descriptor value: its name and a hash of its
+// definition, so that an edited limit is a new descriptor with a full
+// bucket, and nothing depends on a list position.
+func (l Limit) Descriptor(name string) string { return requestmatch.Descriptor(name, l) }
+
+// addLimit adds one scoped limit: a rate limit per alternative of its
+// match (all writing the same descriptor), and the descriptor with its
+// bucket: the limit's entry, the match's, then the key's, left without a
+// value when keyed so that each client or header value gets a bucket.
+func addLimit(cfg *ratelimitv3.LocalRateLimit, name string, l Limit) error {
+	head := []*routev3.RateLimit_Action{{ActionSpecifier: &routev3.RateLimit_Action_GenericKey_{GenericKey: &routev3.RateLimit_Action_GenericKey{
+		DescriptorKey: LimitKey, DescriptorValue: l.Descriptor(name),
+	}}}}
+	entries := []*commonratelimitv3.RateLimitDescriptor_Entry{{Key: LimitKey, Value: l.Descriptor(name)}}
+	for _, e := range l.Match.Entries() {
+		entries = append(entries, &commonratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+	}
+	var tail []*routev3.RateLimit_Action
+	switch {
+	case l.PerClient:
+		tail = append(tail, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddress_{RemoteAddress: &routev3.RateLimit_Action_RemoteAddress{}}})
+		entries = append(entries, &commonratelimitv3.RateLimitDescriptor_Entry{Key: RemoteAddressKey})
+	case l.PerHeader != "":
+		tail = append(tail, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RequestHeaders_{RequestHeaders: &routev3.RateLimit_Action_RequestHeaders{
+			HeaderName: strings.ToLower(l.PerHeader), DescriptorKey: LimitHeaderKey,
+		}}})
+		entries = append(entries, &commonratelimitv3.RateLimitDescriptor_Entry{Key: LimitHeaderKey})
+	}
+	alts, err := l.Match.Actions()
+	if err != nil {
+		return fmt.Errorf("match.%w", err)
+	}
+	for _, match := range alts {
+		cfg.RateLimits = append(cfg.RateLimits, &routev3.RateLimit{Actions: slices.Concat(head, match, tail)})
+	}
+	bucket, err := l.bucket()
+	if err != nil {
+		return err
+	}
+	cfg.Descriptors = append(cfg.Descriptors, &commonratelimitv3.LocalRateLimitDescriptor{Entries: entries, TokenBucket: bucket})
+	return nil
 }
 
 func (b *Bucket) tokensPerFill() uint32 {
@@ -313,17 +481,33 @@ var dynamicDescriptors = envoyfilter.Version{Major: 1, Minor: 35}
 // BuildFor implements items.Versioned: the keyed limits need Envoy's
 // dynamic descriptors, and have no equivalent on older proxies.
 func (l *LocalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
+	var p items.Problems
 	if !r.Envoy.AtLeast(dynamicDescriptors) {
-		var p items.Problems
 		if l.PerClient != nil {
 			p.Addf("perClient", "%s", items.NeedsMsg(dynamicDescriptors))
 		}
 		if len(l.PerHeader) > 0 {
 			p.Addf("perHeader", "%s", items.NeedsMsg(dynamicDescriptors))
 		}
-		if err := p.Err(); err != nil {
-			return nil, err
+		for _, name := range slices.Sorted(maps.Keys(l.Limits)) {
+			if lim := l.Limits[name]; lim.keyed() {
+				key := "perClient"
+				if lim.PerHeader != "" {
+					key = "perHeader"
+				}
+				p.Addf(fielderr.Key("limits", name)+"."+key, "%s", items.NeedsMsg(dynamicDescriptors))
+			}
 		}
+	}
+	if !r.Envoy.AtLeast(requestmatch.ClientsSince) {
+		for _, name := range slices.Sorted(maps.Keys(l.Limits)) {
+			if m := l.Limits[name].Match; m != nil && m.Clients != nil {
+				p.Addf(fielderr.Key("limits", name)+".match.clients", "%s", items.NeedsMsg(requestmatch.ClientsSince))
+			}
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
 	}
 	cfg := &ratelimitv3.LocalRateLimit{
 		StatPrefix:     StatPrefix,
@@ -349,8 +533,18 @@ func (l *LocalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, e
 			}},
 		}, key, &h.Bucket)
 	}
+	for _, name := range slices.Sorted(maps.Keys(l.Limits)) {
+		if err := addLimit(cfg, name, l.Limits[name]); err != nil {
+			p.Add(fielderr.Key("limits", name), err)
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
 	if l.keyed() {
 		cfg.MaxDynamicDescriptors = wrapperspb.UInt32(l.MaxKeys)
+	}
+	if l.keyed() || len(l.Limits) > 0 {
 		if cfg.TokenBucket != nil {
 			// Envoy's default, said outright: a request a keyed limit
 			// counts is counted by the global bucket too, so the global
@@ -361,9 +555,9 @@ func (l *LocalRateLimit) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, e
 	for _, name := range slices.Sorted(maps.Keys(l.ResponseHeaders)) {
 		cfg.ResponseHeadersToAdd = append(cfg.ResponseHeadersToAdd, envoyfilter.SetHeader(name, string(l.ResponseHeaders[name])))
 	}
-	p, err := envoyfilter.InsertHTTPFilter(envoyfilter.LocalRateLimit, cfg)
+	patch, err := envoyfilter.InsertHTTPFilter(envoyfilter.LocalRateLimit, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return []envoyfilter.Patch{p}, nil
+	return []envoyfilter.Patch{patch}, nil
 }

@@ -253,6 +253,7 @@ func TestSchemaEdgesAgreeWithValidate(t *testing.T) {
 						setPath(t, doc, []string{canary.Key, "bakeTime"}, strNode(canary.MinBakeTime.String()))
 					}
 				}
+				requestsForm(t, doc, path)
 				setEdge(t, doc, b.keys, value)
 				ok, problems, schemaErr := verdicts(t, schema, doc)
 				if ok != (schemaErr == nil) {

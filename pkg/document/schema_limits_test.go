@@ -278,6 +278,7 @@ func TestSchemaAndValidateAgreeOnLimits(t *testing.T) {
 				// say: the shortest bake time leaves the range's floor.
 				setPath(t, doc, []string{canary.Key, "bakeTime"}, strNode(canary.MinBakeTime.String()))
 			}
+			requestsForm(t, doc, c.path)
 			setPath(t, doc, items.Range{Path: c.path}.Keys(), c.value)
 			check(t, doc, c.path, c.valid)
 		})
@@ -456,6 +457,18 @@ func cloneNode(n *yaml.Node) *yaml.Node {
 		c.Content[i] = cloneNode(child)
 	}
 	return &c
+}
+
+// requestsForm makes a case of localRateLimit's limits.*.requests valid
+// but for the value it sets: a scoped limit is written either as requests
+// per unit or as a token bucket, never both (a rule between keys that a
+// schema can't state), and the everything document's first limit is a
+// token bucket. The case's limit becomes the requests form alone.
+func requestsForm(t *testing.T, doc *yaml.Node, path string) {
+	t.Helper()
+	if path == "localRateLimit.limits.*.requests" {
+		setPath(t, doc, []string{"localRateLimit", "limits", "*"}, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{strNode("unit"), strNode("minute")}})
+	}
 }
 
 // setPath sets keys (mapping keys; "[]" is the first element of a list, "*"
