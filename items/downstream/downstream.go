@@ -77,7 +77,7 @@ type HTTP2 struct {
 	InitialStreamWindowSize     *uint32         `json:"initialStreamWindowSize" doc:"65535 to 2147483647 bytes."`
 	InitialConnectionWindowSize *uint32         `json:"initialConnectionWindowSize" doc:"65535 to 2147483647 bytes."`
 	Keepalive                   *HTTP2Keepalive `json:"keepalive" doc:"PINGs the proxy sends on every client HTTP/2 connection, closing one that does not answer (http2_protocol_options.connection_keepalive)."`
-	OnInvalidMessage            *InvalidMessage `json:"onInvalidMessage" doc:"What an invalid HTTP/2 request (a malformed header, a connection-specific header) ends: TerminateStream resets that request alone, TerminateConnection (Envoy's default) closes the connection with GOAWAY (http2_protocol_options.override_stream_error_on_invalid_http_message)."`
+	OnInvalidMessage            *InvalidMessage `json:"onInvalidMessage" doc:"What an invalid HTTP/2 request (a malformed header, a connection-specific header) ends: TerminateStream resets that request alone, TerminateConnection (Envoy's default, which Istio keeps) closes the whole connection and every request on it (http2_protocol_options.override_stream_error_on_invalid_http_message)."`
 }
 
 // HTTP2Keepalive is the `http2.keepalive` sub-section.
