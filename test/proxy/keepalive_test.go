@@ -71,6 +71,22 @@ func TestDownstreamTCPKeepalive(t *testing.T) {
 		}
 		t.Logf("accepted connection: keepalive timer fires in %.1fs", float64(when)/userHZ)
 	})
+	// {} turns keepalive on with the kernel's own idle time.
+	sysIdle, err := os.ReadFile("/proc/sys/net/ipv4/tcp_keepalive_time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := strconv.ParseInt(strings.TrimSpace(string(sysIdle)), 10, 64)
+	if err != nil || kernel == idle {
+		t.Fatalf("net.ipv4.tcp_keepalive_time %q: can't tell it from idleTime %d", sysIdle, idle)
+	}
+	use(ctx, t, "downstream:\n  idleTimeout: 180\n  tcpKeepalive: {}\n")
+	each(t, func(t *testing.T, g *gw) {
+		tr, when := acceptedTimer(ctx, t, g)
+		if tr != 2 || when <= (kernel-30)*userHZ || when > kernel*userHZ {
+			t.Errorf("tcpKeepalive {}: timer %d firing in %.1fs, want 2 (keepalive) just under the kernel's %ds", tr, float64(when)/userHZ, kernel)
+		}
+	})
 }
 
 // gatewayListener is g's active listener on port, from its config dump.
