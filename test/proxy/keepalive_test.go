@@ -195,7 +195,7 @@ func TestDownstreamHTTP2Keepalive(t *testing.T) {
 			t.Errorf("without http2.keepalive the gateway PINGed an idle client: %v", f.Header())
 		}
 	})
-	use(ctx, t, "downstream:\n  http2:\n    keepalive:\n      interval: 1s\n      timeout: 5s\n      jitter: 0\n")
+	use(ctx, t, "downstream:\n  http2:\n    keepalive:\n      interval: 1s\n      timeout: 2s\n      jitter: 0\n")
 	each(t, func(t *testing.T, g *gw) {
 		c := dialH2(t, g)
 		defer c.Close()
@@ -217,14 +217,52 @@ func TestDownstreamHTTP2Keepalive(t *testing.T) {
 		if status := c.request(t, 1, nil); status != "200" {
 			t.Errorf("request after the PING: status %q, want 200", status)
 		}
+		// A client that never answers is closed about timeout after the
+		// PING.
+		mute := dialH2(t, g)
+		defer mute.Close()
+		if _, err := mute.next(func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && !p.IsAck() }, quiet); err != nil {
+			t.Fatalf("no PING on the second connection: %v", err)
+		}
+		pinged := time.Now()
+		frames, err := mute.untilClosed(8 * time.Second)
+		gone := time.Since(pinged)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a client that never answers a PING is still connected 8s later (frames %v)", frames)
+		}
+		if gone < 1500*time.Millisecond || gone > 5*time.Second {
+			t.Errorf("a client that never answers was closed %v after the PING, want about the 2s timeout", gone.Round(10*time.Millisecond))
+		}
+		t.Logf("unanswered PING: %v, then closed %v after it (%v)", frames, gone.Round(10*time.Millisecond), err)
 	})
+}
+
+// untilClosed reads frames until the connection ends, for at most d, and
+// returns the GOAWAYs, RST_STREAMs and answers it saw on the way and the
+// read's error (os.ErrDeadlineExceeded when the connection stayed open).
+func (c *h2conn) untilClosed(d time.Duration) ([]string, error) {
+	var seen []string
+	deadline := time.Now().Add(d)
+	for {
+		f, err := c.next(func(f http2.Frame) bool {
+			switch f.(type) {
+			case *http2.RSTStreamFrame, *http2.GoAwayFrame, *http2.MetaHeadersFrame:
+				return true
+			}
+			return false
+		}, time.Until(deadline))
+		if err != nil {
+			return seen, err
+		}
+		seen = append(seen, describeFrame(f))
+	}
 }
 
 // TestDownstreamHTTP2OnInvalidMessage: an HTTP/2 request with a header
 // the codec refuses (a connection-specific header, which HTTP/2 forbids)
 // gets RST_STREAM with TerminateStream, and the same connection serves
-// the next request; with TerminateConnection (Envoy's default, said
-// explicitly) the gateway closes the connection (Envoy 1.39 and 1.40 close
+// the next request; with TerminateConnection, and without the key
+// (Envoy's default, which Istio keeps), the gateway closes the connection (Envoy 1.39 and 1.40 close
 // it without a GOAWAY, after their delayed-close second).
 func TestDownstreamHTTP2OnInvalidMessage(t *testing.T) {
 	ctx := setup(t)
@@ -253,37 +291,30 @@ func TestDownstreamHTTP2OnInvalidMessage(t *testing.T) {
 			t.Errorf("the next request on the same connection: status %q, want 200", status)
 		}
 	})
-	use(ctx, t, "downstream:\n  http2:\n    onInvalidMessage: TerminateConnection\n")
-	each(t, func(t *testing.T, g *gw) {
-		c := dialH2(t, g)
-		defer c.Close()
-		start := time.Now()
-		c.send(t, 1, invalid)
-		// The gateway ends the connection: a GOAWAY, if it sends one,
-		// then the end of the stream of bytes; never a stream reset or an
-		// answer, and never silence.
-		var seen []string
-		for {
-			f, err := c.next(func(f http2.Frame) bool {
-				switch f.(type) {
-				case *http2.RSTStreamFrame, *http2.GoAwayFrame, *http2.MetaHeadersFrame:
-					return true
-				}
-				return false
-			}, 5*time.Second)
+	// TerminateConnection, said or left to Envoy's default (Istio sets
+	// none at gateways), closes the connection.
+	for _, doc := range []string{"downstream:\n  http2:\n    onInvalidMessage: TerminateConnection\n", "downstream:\n  idleTimeout: 180\n"} {
+		use(ctx, t, doc)
+		each(t, func(t *testing.T, g *gw) {
+			c := dialH2(t, g)
+			defer c.Close()
+			start := time.Now()
+			c.send(t, 1, invalid)
+			// The gateway ends the connection: a GOAWAY, if it sends
+			// one, then the end of the stream of bytes; never a stream
+			// reset or an answer, and never silence.
+			frames, err := c.untilClosed(5 * time.Second)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatalf("invalid request: the connection is still open after 5s (frames: %v)", seen)
+				t.Fatalf("%s: invalid request: the connection is still open after 5s (frames: %v)", doc, frames)
 			}
-			if err != nil {
-				t.Logf("invalid request: %v, then the connection closed after %v (%v)", seen, time.Since(start).Round(10*time.Millisecond), err)
-				break
+			for _, f := range frames {
+				if !strings.HasPrefix(f, "GOAWAY") {
+					t.Errorf("%s: invalid request: got %s, want the connection closed", doc, f)
+				}
 			}
-			seen = append(seen, describeFrame(f))
-			if _, ok := f.(*http2.GoAwayFrame); !ok {
-				t.Fatalf("invalid request: got %v, want the connection closed", describeFrame(f))
-			}
-		}
-	})
+			t.Logf("invalid request: %v, then the connection closed after %v (%v)", frames, time.Since(start).Round(10*time.Millisecond), err)
+		})
+	}
 }
 
 // h2conn is a prior-knowledge HTTP/2 (h2c) connection to a gateway's
