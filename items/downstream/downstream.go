@@ -4,6 +4,11 @@
 package downstream
 
 import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -87,14 +92,56 @@ type HTTP2Keepalive struct {
 	Jitter   *float64       `json:"jitter" doc:"Percent of interval added at random to each interval, 0 to 100 (Envoy's default 15)."`
 }
 
-// TCPKeepalive is the `tcpKeepalive` sub-section. Each key is in whole
-// seconds, as the kernel counts them; one not given keeps the kernel's
+// TCPKeepalive is the `tcpKeepalive` sub-section. Its times are whole
+// seconds, as the kernel counts them; a key not given keeps the kernel's
 // default (net.ipv4.tcp_keepalive_*: 9 probes, 7200s idle, 75s apart).
 type TCPKeepalive struct {
-	Probes   *uint32        `json:"probes" doc:"Unanswered probes before the connection is closed, 1 to 127 (TCP_KEEPCNT)."`
-	IdleTime *items.Seconds `json:"idleTime" doc:"Idle time before the first probe, whole seconds from 1 to 32767 (TCP_KEEPIDLE); e.g. 300 or \"5m\"."`
-	Interval *items.Seconds `json:"interval" doc:"Time between probes, whole seconds from 1 to 32767 (TCP_KEEPINTVL)."`
+	Probes   *uint32       `json:"probes" doc:"Unanswered probes before the connection is closed, 1 to 127 (TCP_KEEPCNT)."`
+	IdleTime *WholeSeconds `json:"idleTime" doc:"Idle time before the first probe, 1 to 32767 whole seconds (TCP_KEEPIDLE): 300, \"300s\" or \"5m\"."`
+	Interval *WholeSeconds `json:"interval" doc:"Time between probes, 1 to 32767 whole seconds (TCP_KEEPINTVL): 30 or \"30s\"."`
 }
+
+// WholeSeconds is a time the kernel takes in whole seconds: an integer
+// number of seconds, or a whole number of seconds, minutes or hours
+// written with its unit ("90s", "5m", "1h"). A fraction is refused, not
+// rounded: below a second it would be 0, which turns keepalive off.
+type WholeSeconds uint32
+
+// wholeSecondsPattern is the string form WholeSeconds takes.
+const wholeSecondsPattern = `^\+?[0-9]+(s|m|h)$`
+
+var wholeSecondsSyntax = regexp.MustCompile(wholeSecondsPattern)
+
+// DecodeScalar implements items.ScalarDecoder.
+func (w *WholeSeconds) DecodeScalar(tag, value string) error {
+	unit := uint64(1)
+	num := value
+	switch tag {
+	case "!!int":
+	case "!!str":
+		if !wholeSecondsSyntax.MatchString(value) {
+			return fmt.Errorf("must be a whole number of seconds (the kernel counts TCP keepalive times in seconds), such as 300, \"300s\" or \"5m\", got %q", value)
+		}
+		num = strings.TrimPrefix(value[:len(value)-1], "+")
+		unit = map[byte]uint64{'s': 1, 'm': 60, 'h': 3600}[value[len(value)-1]]
+	case "!!float":
+		return fmt.Errorf("must be a whole number of seconds (the kernel counts TCP keepalive times in seconds), got %s", value)
+	default:
+		return fmt.Errorf("expected a whole number of seconds, got %s", items.DescribeTag(tag))
+	}
+	n, err := strconv.ParseUint(num, 10, 32)
+	if err != nil || n*unit > math.MaxUint32 {
+		if strings.HasPrefix(value, "-") {
+			return fmt.Errorf("must not be negative, got %s", value)
+		}
+		return fmt.Errorf("must be a whole number of seconds from 1 to %d, got %s", MaxKeepaliveSeconds, value)
+	}
+	*w = WholeSeconds(n * unit)
+	return nil
+}
+
+// SchemaTypes implements items.SchemaTyper.
+func (WholeSeconds) SchemaTypes() []string { return []string{"integer", "string"} }
 
 // InvalidMessage is what an invalid HTTP/2 request ends.
 type InvalidMessage string
@@ -116,7 +163,16 @@ var (
 	_ items.Warner    = (*Downstream)(nil)
 	_ items.Versioned = (*Downstream)(nil)
 	_ items.Enum      = InvalidMessage("")
+
+	_ items.ScalarDecoder = (*WholeSeconds)(nil)
+	_ items.SchemaTyper   = WholeSeconds(0)
 )
+
+// The string form of WholeSeconds, for the JSON Schema; its bounds are
+// those of each key's Range.
+func init() {
+	items.DeclareLimits[WholeSeconds](items.Limits{Pattern: wholeSecondsPattern})
+}
 
 // Ranges implements items.Ranger: Validate checks them, and the JSON
 // Schema shows them. Keys not given are not checked.
@@ -131,8 +187,8 @@ func (*Downstream) Ranges() []items.Range {
 		keepaliveRange("http2.keepalive.timeout", "Envoy's floor"),
 		{Path: "http2.keepalive.jitter", Min: 0, Max: MaxJitterPercent, Why: "a percentage of interval"},
 		{Path: "tcpKeepalive.probes", Min: 1, Max: MaxKeepaliveProbes, Why: "the kernel's range for TCP_KEEPCNT"},
-		tcpSeconds("tcpKeepalive.idleTime", "TCP_KEEPIDLE"),
-		tcpSeconds("tcpKeepalive.interval", "TCP_KEEPINTVL"),
+		{Path: "tcpKeepalive.idleTime", Min: 1, Max: MaxKeepaliveSeconds, Why: "the kernel's range for TCP_KEEPIDLE, in seconds"},
+		{Path: "tcpKeepalive.interval", Min: 1, Max: MaxKeepaliveSeconds, Why: "the kernel's range for TCP_KEEPINTVL, in seconds"},
 	}
 }
 
@@ -140,14 +196,6 @@ func (*Downstream) Ranges() []items.Range {
 func keepaliveRange(path, why string) items.Range {
 	r := items.DurationRange(path, MinHTTP2Keepalive, 0)
 	r.Why = why
-	return r
-}
-
-// tcpSeconds is the Range of a TCP keepalive duration, in the kernel's
-// bounds for the socket option opt.
-func tcpSeconds(path, opt string) items.Range {
-	r := items.DurationRange(path, time.Second, MaxKeepaliveSeconds*time.Second)
-	r.Why = "the kernel's range for " + opt + ", 1 to 32767 seconds"
 	return r
 }
 
@@ -184,10 +232,6 @@ func (d *Downstream) Validate() error {
 	var p items.Problems
 	items.CheckRanges(&p, d)
 	items.RequireSomething(&p, d)
-	if k := d.TCPKeepalive; k != nil {
-		wholeSeconds(&p, "tcpKeepalive.idleTime", k.IdleTime)
-		wholeSeconds(&p, "tcpKeepalive.interval", k.Interval)
-	}
 	if h := d.HTTP2; h != nil && h.Keepalive != nil {
 		if h.Keepalive.Interval == nil {
 			p.Addf("http2.keepalive.interval", "is required: how often the proxy PINGs each client connection, e.g. \"30s\"")
@@ -197,15 +241,6 @@ func (d *Downstream) Validate() error {
 		}
 	}
 	return p.Err()
-}
-
-// wholeSeconds records a problem when the duration s holds is not a whole
-// number of seconds: the kernel takes TCP keepalive times in seconds, and
-// Envoy's TcpKeepalive passes them on as such.
-func wholeSeconds(p *items.Problems, path string, s *items.Seconds) {
-	if s != nil && s.Duration%time.Second != 0 {
-		p.Addf(path, "must be a whole number of seconds (the kernel counts TCP keepalive times in seconds), got %s", s.Duration)
-	}
 }
 
 // BuildFor implements items.Versioned: tcpKeepalive is a listener field
@@ -300,10 +335,10 @@ func (k *TCPKeepalive) proto() *corev3.TcpKeepalive {
 	}
 }
 
-// wholeSecondsValue is the seconds s holds, nil when it is not set.
-func wholeSecondsValue(s *items.Seconds) *wrapperspb.UInt32Value {
+// wholeSecondsValue is the seconds of s, nil when it is not set.
+func wholeSecondsValue(s *WholeSeconds) *wrapperspb.UInt32Value {
 	if s == nil {
 		return nil
 	}
-	return wrapperspb.UInt32(uint32(s.Duration / time.Second))
+	return wrapperspb.UInt32(uint32(*s))
 }

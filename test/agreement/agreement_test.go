@@ -98,8 +98,8 @@ var deliberate = []struct {
 	rule(`extAuth\.timeout`, `must be between`, "every request waits for the check: more than a minute is an outage, not a timeout"),
 	rule(`(accessLog\.json|customErrors\.(localReplies|upstream)\[\d+\]\.json).*`, `has an empty key`, "a field with no name: a log line or error body whose reader can't look the value up by it"),
 	rule(`extAuth\.signIn\.(url|redirectParam)`, `must be an absolute|must not hold|must be a query parameter name`, "browsers follow only an http(s) URL or a path, and the original URL is added to it unescaped: a fragment, a space or a parameter name with other characters breaks the redirect"),
-	rule(`downstream\.tcpKeepalive\.(probes|idleTime|interval)`, `must be between|must be a whole number of seconds`,
-		"Linux's setsockopt refuses (EINVAL) TCP keepalive times outside 1 to 32767 seconds and more than 127 probes, which validate mode, binding no socket, never asks it; a fraction of a second would be cut to whole seconds, and under 1s to 0, which turns keepalive off"),
+	rule(`downstream\.tcpKeepalive\.(probes|idleTime|interval)`, `must be between`,
+		"Linux's setsockopt refuses (EINVAL) TCP keepalive times outside 1 to 32767 seconds and more than 127 probes, which validate mode, binding no socket, never asks it"),
 }
 
 func rule(path, msg, why string) struct {
