@@ -38,9 +38,9 @@ const (
 
 // The kernel's limits of TCP keepalive (include/net/tcp.h, tcp(7)):
 // setsockopt refuses TCP_KEEPIDLE and TCP_KEEPINTVL outside 1 to 32767
-// seconds and TCP_KEEPCNT outside 1 to 127 with EINVAL, and a proxy then
-// refuses the listener. Envoy's TcpKeepalive takes any uint32 (0 turns
-// keepalive off), so these are Linux's, not Envoy's.
+// seconds and TCP_KEEPCNT outside 1 to 127 with EINVAL, so no proxy could
+// put such a value on its sockets. Envoy's TcpKeepalive takes any uint32
+// (0 turns keepalive off), so these are Linux's, not Envoy's.
 const (
 	// MaxKeepaliveSeconds is MAX_TCP_KEEPIDLE and MAX_TCP_KEEPINTVL.
 	MaxKeepaliveSeconds = 32767
@@ -56,8 +56,9 @@ const MinHTTP2Keepalive = time.Millisecond
 const MaxJitterPercent = 100
 
 // listenerKeepalive is the first Envoy whose Listener has tcp_keepalive
-// (Envoy 1.37, Istio 1.29); older proxies ignore the field, and the
-// socket options they would need instead are refused.
+// (Envoy 1.37, Istio 1.29). Older proxies never get the field (their
+// istiod drops what its Envoy API lacks), so tcpKeepalive is refused for
+// them rather than silently doing nothing.
 var listenerKeepalive = envoyfilter.Version{Major: 1, Minor: 37}
 
 // Downstream is the `downstream` section. Every key is optional: a key not
