@@ -56,9 +56,10 @@ const MinHTTP2Keepalive = time.Millisecond
 const MaxJitterPercent = 100
 
 // listenerKeepalive is the first Envoy whose Listener has tcp_keepalive
-// (Envoy 1.37, Istio 1.29). Older proxies never get the field (their
-// istiod drops what its Envoy API lacks), so tcpKeepalive is refused for
-// them rather than silently doing nothing.
+// (Envoy 1.37, Istio 1.29). Older proxies don't know the field: an
+// istiod of their release drops it, a newer one sends it and they ignore
+// it (or refuse it, when they reject unknown fields), so tcpKeepalive is
+// refused for them.
 var listenerKeepalive = envoyfilter.Version{Major: 1, Minor: 37}
 
 // Downstream is the `downstream` section. Every key is optional: a key not
@@ -249,7 +250,7 @@ func (d *Downstream) Validate() error {
 // (they would ignore it); every other key is the same everywhere.
 func (d *Downstream) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 	if d.TCPKeepalive != nil && !r.Envoy.AtLeast(listenerKeepalive) {
-		return nil, &fielderr.Error{Path: "tcpKeepalive", Msg: items.NeedsMsg(listenerKeepalive) + ": older proxies ignore the listener's tcp_keepalive; leave it out for them (target.istioVersions)"}
+		return nil, &fielderr.Error{Path: "tcpKeepalive", Msg: items.NeedsMsg(listenerKeepalive) + ": older proxies don't know the listener's tcp_keepalive; target only newer releases with it (target.istioVersions)"}
 	}
 	return d.Build()
 }
