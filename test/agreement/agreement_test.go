@@ -114,6 +114,8 @@ var deliberate = []struct {
 	rule(`extProc\.failureStatus`, `must be one of`, "a failed processing answered with a status below 400 would tell the client its request went through or moved"),
 	rule(`(accessLog\.json|customErrors\.(localReplies|upstream)\[\d+\]\.json).*`, `has an empty key`, "a field with no name: a log line or error body whose reader can't look the value up by it"),
 	rule(`extAuth\.signIn\.(url|redirectParam)`, `must be an absolute|must not hold|must be a query parameter name`, "browsers follow only an http(s) URL or a path, and the original URL is added to it unescaped: a fragment, a space or a parameter name with other characters breaks the redirect"),
+	rule(`downstream\.tcpKeepalive\.(probes|idleTime|interval)`, `must be between`,
+		"Linux's setsockopt refuses (EINVAL) TCP keepalive times outside 1 to 32767 seconds and more than 127 probes, which validate mode, binding no socket, never asks it"),
 }
 
 func rule(path, msg, why string) struct {
