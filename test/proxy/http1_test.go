@@ -268,8 +268,8 @@ const (
 
 // hostRoutedTo is the x-backend of the answer to a request for host:
 // rawName when the gateway routed it as rawHost, the echo backend's name
-// when it took the catch-all route.
-func hostRoutedTo(ctx context.Context, t *testing.T, g *gw, host string) string {
+// when it took the catch-all route; and the answer's body.
+func hostRoutedTo(ctx context.Context, t *testing.T, g *gw, host string) (string, string) {
 	t.Helper()
 	r, err := get(ctx, g.url("/where"), map[string]string{"Host": host})
 	if err != nil {
@@ -278,7 +278,7 @@ func hostRoutedTo(ctx context.Context, t *testing.T, g *gw, host string) string 
 	if r.status != 200 {
 		t.Fatalf("GET with Host %s: status %d: %s", host, r.status, r.body)
 	}
-	return r.header.Get(harness.BackendHeader)
+	return r.header.Get(harness.BackendHeader), string(r.body)
 }
 
 func TestHTTP1AndTrailingHostDot(t *testing.T) {
@@ -291,7 +291,7 @@ func TestHTTP1AndTrailingHostDot(t *testing.T) {
 			if resp := rawExchange(t, g, http10NoHost, nil); resp.StatusCode != http.StatusUpgradeRequired {
 				t.Errorf("HTTP/1.0: status %d, want Envoy's 426", resp.StatusCode)
 			}
-			if got := hostRoutedTo(ctx, t, g, rawHost+"."); got != harness.BackendName {
+			if got, _ := hostRoutedTo(ctx, t, g, rawHost+"."); got != harness.BackendName {
 				t.Errorf("Host %s. was answered by %q, want the catch-all route's %q", rawHost, got, harness.BackendName)
 			}
 			var raw bytes.Buffer
@@ -324,11 +324,18 @@ func TestHTTP1AndTrailingHostDot(t *testing.T) {
 			}
 			// A trailing dot: routed like the host without it, with a port
 			// too.
-			if got := hostRoutedTo(ctx, t, g, rawHost+"."); got != rawName {
-				t.Errorf("Host %s. was answered by %q, want %q, as %s is", rawHost, got, rawName, rawHost)
-			}
-			if got := hostRoutedTo(ctx, t, g, rawHost+".:"+strconv.Itoa(httpPort)); got != rawName {
-				t.Errorf("Host %s.:%d was answered by %q, want %q", rawHost, httpPort, got, rawName)
+			// The service receives the host without the dot.
+			for sent, want := range map[string]string{
+				rawHost + ".":                           rawHost,
+				rawHost + ".:" + strconv.Itoa(httpPort): rawHost + ":" + strconv.Itoa(httpPort),
+			} {
+				got, body := hostRoutedTo(ctx, t, g, sent)
+				if got != rawName {
+					t.Errorf("Host %s was answered by %q, want %q, as %s is", sent, got, rawName, rawHost)
+				}
+				if !strings.Contains(strings.ToLower(body), "\nhost: "+want+"\r\n") {
+					t.Errorf("Host %s: the backend saw:\n%s\nwant host %s", sent, body, want)
+				}
 			}
 			// Header case and trailers, both ways.
 			var raw bytes.Buffer
