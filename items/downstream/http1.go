@@ -69,7 +69,7 @@ func checkDefaultHost(s string) string {
 	if strings.Contains(s, ":") {
 		h, port, err := net.SplitHostPort(s)
 		if err != nil {
-			return "it has a colon but no port after it"
+			return "it is neither a host name nor host:port"
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return fmt.Sprintf("port %q is not between 1 and 65535", port)
