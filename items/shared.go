@@ -3,6 +3,7 @@ package items
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 )
@@ -23,6 +24,10 @@ const (
 	HCMOriginalIPDetection EnvoyField = "hcm.original_ip_detection_extensions"
 	HCMUseRemoteAddress    EnvoyField = "hcm.use_remote_address"
 	HCMXffNumTrustedHops   EnvoyField = "hcm.xff_num_trusted_hops"
+	// ClusterHTTPProtocolOptions is a cluster's
+	// typed_extension_protocol_options entry for HTTP, which Istio
+	// replaces whole on a MERGE.
+	ClusterHTTPProtocolOptions EnvoyField = "cluster.http_protocol_options"
 )
 
 // Claim is a shared field a section sets, and the key that sets it.
@@ -84,12 +89,24 @@ func CheckShared(p *Problems, sections []SharedSection) {
 				if b.claim.Field != r.Other || b.sec.Name == a.sec.Name || !Overlap(a.sec.Target, b.sec.Target) {
 					continue
 				}
+				if r.Field == r.Other && a.sec.Name > b.sec.Name {
+					continue // the same pair, seen from the other side
+				}
 				pa, pb := a.sec.Name+"."+a.claim.Path, b.sec.Name+"."+b.claim.Path
-				p.Addf(pa, "can't be beside %s on one connection manager (both reach %s): %s", pb, where(a.sec.Target, b.sec.Target), r.Why)
-				p.Addf(pb, "can't be beside %s on one connection manager (both reach %s): %s", pa, where(a.sec.Target, b.sec.Target), r.Why)
+				obj := objectOf(r.Field)
+				p.Addf(pa, "can't be beside %s on one %s (both reach %s): %s", pb, obj, where(a.sec.Target, b.sec.Target), r.Why)
+				p.Addf(pb, "can't be beside %s on one %s (both reach %s): %s", pa, obj, where(a.sec.Target, b.sec.Target), r.Why)
 			}
 		}
 	}
+}
+
+// objectOf names the Envoy object a shared field belongs to.
+func objectOf(f EnvoyField) string {
+	if strings.HasPrefix(string(f), "cluster.") {
+		return "cluster"
+	}
+	return "connection manager"
 }
 
 // Overlap reports whether the targets a and b may reach one proxy: their

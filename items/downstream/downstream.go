@@ -75,6 +75,7 @@ type Downstream struct {
 	ConnectionBufferLimits *uint32        `json:"connectionBufferLimits" doc:"Per-connection read and write buffer, bytes (listener per_connection_buffer_limit_bytes)."`
 	HTTP2                  *HTTP2         `json:"http2" doc:"HTTP/2 settings towards clients (HCM http2_protocol_options)."`
 	TCPKeepalive           *TCPKeepalive  `json:"tcpKeepalive" doc:"TCP keepalive on the client connections the listeners accept (listener tcp_keepalive), so that a load balancer's idle timeout does not drop quiet long-lived connections. {} turns it on with the kernel's defaults."`
+	HTTP1                  *HTTP1         `json:"http1" doc:"HTTP/1 behaviour towards clients: HTTP/1.0, header case, trailers (HCM http_protocol_options)."`
 	RouteTimeout           *items.Seconds `json:"routeTimeout" doc:"Upstream response timeout of every route (route.timeout). It overrides the timeout every VirtualService sets. 0 (Higress's default) leaves route timeouts as Istio set them."`
 }
 
@@ -210,6 +211,7 @@ func (d *Downstream) Warnings() error {
 	if d.RouteTimeout != nil && d.RouteTimeout.Duration > 0 {
 		p.Addf("routeTimeout", "overrides the timeout of every route, including those VirtualServices set (http[].timeout); set timeouts in the VirtualServices instead, or use 0 to leave them alone")
 	}
+	d.HTTP1.warnings(&p)
 	return p.Err()
 }
 
@@ -233,6 +235,7 @@ func init() {
 func (d *Downstream) Validate() error {
 	var p items.Problems
 	items.CheckRanges(&p, d)
+	d.HTTP1.validate(&p)
 	items.RequireSomething(&p, d)
 	if h := d.HTTP2; h != nil && h.Keepalive != nil {
 		if h.Keepalive.Interval == nil {
@@ -304,7 +307,11 @@ func (d *Downstream) Build() ([]envoyfilter.Patch, error) {
 			Action: &routev3.Route_Route{Route: &routev3.RouteAction{Timeout: items.OptionalDuration(d.RouteTimeout)}},
 		}))
 	}
-	return patches, nil
+	http1, err := d.HTTP1.patches()
+	if err != nil {
+		return nil, err
+	}
+	return append(patches, http1...), nil
 }
 
 // settings is the KeepaliveSettings of k, nil when k is.

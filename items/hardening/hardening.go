@@ -30,6 +30,7 @@ type Hardening struct {
 	MaxRequestsPerConnection *uint32        `json:"maxRequestsPerConnection" doc:"Close a client connection after this many requests, at least 1 (common_http_protocol_options.max_requests_per_connection)."`
 	MaxConnections           *uint64        `json:"maxConnections" doc:"Most client connections open at once on each HTTP filter chain of a listener, at least 1; newer ones are closed (envoy.filters.network.connection_limit)."`
 	ConnectionLimitDelay     *items.Seconds `json:"connectionLimitDelay" doc:"Wait this long before closing a connection over maxConnections, so a client can't retry at once (connection_limit delay; default: close at once)."`
+	StripTrailingHostDot     *bool          `json:"stripTrailingHostDot" doc:"Remove a trailing dot from the request's host (example.com. and example.com.:8080 become example.com and example.com:8080) before filters and routing see it, so it is routed like the host without the dot (HCM strip_trailing_host_dot). Only true can be set."`
 }
 
 // ConnectionLimit is the name of the network filter maxConnections inserts,
@@ -67,7 +68,7 @@ var (
 func init() {
 	items.Register(items.Registration{
 		Name:             Name,
-		Summary:          "HTTP hardening: path normalization, merged and escaped slashes, headers with underscores, connection and stream lifetimes, a connection limit.",
+		Summary:          "HTTP hardening: path normalization, merged and escaped slashes, headers with underscores, a trailing dot in the host, connection and stream lifetimes, a connection limit.",
 		Stage:            envoyfilter.StageConnection,
 		Slot:             2,
 		Purpose:          "normalizes paths and headers and caps connections",
@@ -93,6 +94,9 @@ func (h *Hardening) Validate() error {
 	if h.MergeSlashes != nil && !*h.MergeSlashes {
 		p.Addf("mergeSlashes", "only true can be set by an EnvoyFilter; false is Envoy's default (and Istio's unless MeshConfig pathNormalization says MERGE_SLASHES)")
 	}
+	if h.StripTrailingHostDot != nil && !*h.StripTrailingHostDot {
+		p.Addf("stripTrailingHostDot", "only true can be set by an EnvoyFilter; false is Envoy's default (a host with a trailing dot matches no route's domain but a wildcard's), which a merge leaves as it is: remove the key")
+	}
 	items.CheckRanges(&p, h)
 	if h.ConnectionLimitDelay != nil && h.MaxConnections == nil {
 		p.Addf("connectionLimitDelay", "only applies with maxConnections")
@@ -108,6 +112,9 @@ func (h *Hardening) Build() ([]envoyfilter.Patch, error) {
 	}
 	if h.MergeSlashes != nil {
 		hcm.MergeSlashes = *h.MergeSlashes
+	}
+	if h.StripTrailingHostDot != nil {
+		hcm.StripTrailingHostDot = *h.StripTrailingHostDot
 	}
 	if h.EscapedSlashes != "" {
 		hcm.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction(

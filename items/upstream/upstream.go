@@ -49,6 +49,22 @@ func (*Upstream) Ranges() []items.Range {
 	return []items.Range{items.AtLeast("maxRequestsPerConnection", 1), items.DurationRange("connectTimeout", time.Nanosecond, 0)}
 }
 
+// Claims implements items.Sharer: idleTimeout and maxRequestsPerConnection
+// set every cluster's HTTP protocol options (downstream declares the rule).
+func (u *Upstream) Claims() []items.Claim {
+	var out []items.Claim
+	if u.IdleTimeout != nil {
+		out = append(out, items.Claim{Field: items.ClusterHTTPProtocolOptions, Path: "idleTimeout"})
+	}
+	if u.MaxRequestsPerConnection != nil {
+		out = append(out, items.Claim{Field: items.ClusterHTTPProtocolOptions, Path: "maxRequestsPerConnection"})
+	}
+	return out
+}
+
+// Exclusions implements items.Sharer: downstream declares the rule.
+func (*Upstream) Exclusions() []items.Exclusion { return nil }
+
 // Validate implements items.Item.
 func (u *Upstream) Validate() error {
 	var p items.Problems

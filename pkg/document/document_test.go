@@ -449,6 +449,27 @@ headers:
 	}
 }
 
+// downstream.http1's trailers and header case set every cluster's HTTP
+// protocol options, as upstream's idleTimeout does, and Istio replaces
+// that entry whole: one of the two would silently undo the other, so the
+// document refuses the pair once, at both keys, and not when their
+// targets can't meet.
+func TestClusterProtocolOptionsClaimedOnce(t *testing.T) {
+	got := problems(t, "downstream:\n  http1:\n    enableTrailers: true\nupstream:\n  idleTimeout: 60s\n")
+	if len(got) != 2 || !strings.HasPrefix(got[0], "03: downstream.http1.enableTrailers: can't be beside upstream.idleTimeout on one cluster") ||
+		!strings.HasPrefix(got[1], "05: upstream.idleTimeout: can't be beside downstream.http1.enableTrailers on one cluster") {
+		t.Errorf("problems:\n%s", strings.Join(got, "\n"))
+	}
+	for _, apart := range []string{
+		"downstream:\n  http1:\n    acceptHttp10: true\n    defaultHost: www.example.com\nupstream:\n  idleTimeout: 60s\n",
+		"downstream:\n  target: {context: SIDECAR_INBOUND}\n  http1:\n    preserveHeaderCase: true\nupstream:\n  maxRequestsPerConnection: 10\n",
+	} {
+		if got := problems(t, apart); got != nil {
+			t.Errorf("%s\nrefused: %s", apart, strings.Join(got, "\n"))
+		}
+	}
+}
+
 // A collector named by a Service's short name gets no cluster on any
 // proxy (istiod names clusters after full host names), and Envoy refuses
 // every listener that sends to it: the document refuses it with its path.

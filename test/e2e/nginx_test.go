@@ -120,6 +120,8 @@ func TestIngressNginxConversionEffects(t *testing.T) {
 	check("http2-max-concurrent-streams 64", hcm.GetHttp2ProtocolOptions().GetMaxConcurrentStreams().GetValue(), 64)
 	check("enable-underscores-in-headers false", hcm.GetCommonHttpProtocolOptions().GetHeadersWithUnderscoresAction(), corev3.HttpProtocolOptions_DROP_HEADER)
 	check("generate-request-id (x-request-id kept, as by nginx)", hcm.GetPreserveExternalRequestId(), true)
+	check("HTTP/1.0 served (ingress-nginx's built-in)", hcm.GetHttpProtocolOptions().GetAcceptHttp_10(), true)
+	check("a trailing dot in Host ignored (ingress-nginx's built-in)", hcm.GetStripTrailingHostDot(), true)
 	check("log-format-upstream (an access log)", len(hcm.GetAccessLog()) > 0, true)
 	_, rbac := filters["globalconfig.ip_access"]
 	check("denylist-source-range (an RBAC filter)", rbac, true)

@@ -322,6 +322,7 @@ func (c *converter) convert() {
 	c.ipAccess()
 	c.extAuth()
 	c.paths()
+	c.edge()
 	c.statusCodes()
 	for _, k := range slices.Sorted(maps.Keys(c.in.Data)) {
 		if c.used[k] {

@@ -141,7 +141,7 @@ var keyCases = []keyCase{
 	{key: "otel-max-queuesize", value: "4096", verdict: nginx.NotNeeded},
 	// Errors and limits.
 	{key: "custom-http-errors", value: "404,503", verdict: nginx.NotSupported, want: []string{"customErrors=-"}, note: "nginx fetched the pages from its default backend; customErrors.localReplies takes bodies of your own"},
-	{key: "limit-req-status-code", value: "429", verdict: nginx.NotSupported, note: "belongs to the rate-limit annotations of Ingresses; set localRateLimit.statusCode when you recreate them"},
+	{key: "limit-req-status-code", value: "429", verdict: nginx.NotSupported, note: "belongs to the rate-limit annotations of Ingresses; recreate them as localRateLimit.limits (match.hosts and pathPrefix, perClient, requests per second or minute) and set localRateLimit.statusCode"},
 	{key: "limit-conn-status-code", value: "429", verdict: nginx.NotSupported},
 	{key: "global-rate-limit-memcached-host", value: "memcached.default.svc", verdict: nginx.NotSupported, note: "removed from ingress-nginx; globalRateLimit replaces it"},
 	{key: "global-rate-limit-status-code", value: "429", verdict: nginx.NotSupported},
@@ -184,6 +184,13 @@ var keyCases = []keyCase{
 	{key: "worker-processes", value: "4", verdict: nginx.NotNeeded},
 	{key: "proxy-buffering", value: "on", verdict: nginx.NotNeeded},
 	{key: "use-http2", value: "true", verdict: nginx.NotNeeded},
+	// What nginx does at the edge without a key.
+	{key: "(built in) HTTP/1.0", unset: true, verdict: nginx.DefaultWritten, want: []string{"downstream.http1.acceptHttp10=true", "downstream.http1.defaultHost=-"},
+		note: "nginx serves HTTP/1.0, Envoy answers it 426 unless told to; a request without Host gets 400 from Envoy where ingress-nginx's default server answered 404 (downstream.http1.defaultHost routes them)"},
+	{key: "(built in) trailing dot in Host", unset: true, verdict: nginx.DefaultWritten, want: []string{"hardening.stripTrailingHostDot=true"},
+		note: "nginx matches example.com. as example.com; Envoy, left alone, routes it by a wildcard host only"},
+	{key: "(built in) header name case", unset: true, verdict: nginx.DefaultSkipped, want: []string{"downstream.http1.preserveHeaderCase=-"},
+		note: "nginx passes header names on as they arrived, Envoy lower-cases them; preserveHeaderCase is not written, since it replaces every gateway cluster's HTTP protocol options"},
 	{key: "ssl-redirect", value: "true", verdict: nginx.NotSupported, note: "the Gateway server's tls.httpsRedirect"},
 	{key: "ssl-redirect", value: "false", verdict: nginx.DefaultAlready},
 	{key: "load-balance", value: "ewma", verdict: nginx.NotSupported},

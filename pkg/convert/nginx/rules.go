@@ -1197,6 +1197,22 @@ func (c *converter) paths() {
 	}
 }
 
+// edge carries what nginx does at the edge with no ConfigMap key: it
+// serves HTTP/1.0, matches a host with a trailing dot as the host without
+// it, and passes header names on in the case they arrived in. Envoy, left
+// alone, answers HTTP/1.0 426, routes example.com. by a wildcard host only,
+// and lower-cases header names.
+func (c *converter) edge() {
+	c.put(value{key: "(built in) HTTP/1.0", raw: "served"}, "downstream.http1.acceptHttp10", out.Bool(true),
+		"nginx serves HTTP/1.0 clients, which Envoy answers 426 unless told to; one without a Host header gets 400 from Envoy, where ingress-nginx gave it to its default server (404): set downstream.http1.defaultHost to route such requests",
+		"Envoy answers HTTP/1.0 requests 426 Upgrade Required")
+	c.put(value{key: "(built in) trailing dot in Host", raw: "ignored"}, "hardening.stripTrailingHostDot", out.Bool(true),
+		"nginx matches example.com. as example.com; Envoy strips the dot before routing, as nginx",
+		"a host with a trailing dot matches only a wildcard host (*), else Envoy answers 404")
+	c.report.AddValue("(built in) header name case", "kept", DefaultSkipped,
+		"not written: nginx passes header names on in the case they arrived in, Envoy lower-cases them (HTTP/2 and most services ignore case); downstream.http1.preserveHeaderCase keeps the case, but it also replaces every gateway cluster's HTTP protocol options, which the ConfigMap never asked for: set it if a client or a service relies on header case")
+}
+
 func (c *converter) statusCodes() {
 	if v := c.get("custom-http-errors", ""); v.set && v.raw != "" {
 		for _, s := range list(v) {
@@ -1210,7 +1226,7 @@ func (c *converter) statusCodes() {
 		c.report.AddValue(v.key, v.raw, NotNeeded, "governs custom-http-errors, which is not converted")
 	}
 	for _, x := range []struct{ key, detail string }{
-		{"limit-req-status-code", "the status of the limit-rps and limit-rpm annotations of Ingresses, which are not part of the global ConfigMap; when you recreate those limits with localRateLimit, set localRateLimit.statusCode: %s (globalconfig's default is 429)"},
+		{"limit-req-status-code", "the status of the limit-rps and limit-rpm annotations of Ingresses, which are not part of the global ConfigMap; when you recreate those limits with localRateLimit.limits (one per Ingress: match.hosts and match.pathPrefix for its rules, perClient: true and requests per second or minute for limit-rps or limit-rpm), set localRateLimit.statusCode: %s (globalconfig's default is 429)"},
 		{"limit-conn-status-code", "the status of the limit-connections annotation of Ingresses; Envoy has no per-client connection limit, and hardening.maxConnections closes connections over its total instead of answering %s"},
 	} {
 		v := c.get(x.key, "503")
