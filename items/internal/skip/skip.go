@@ -17,20 +17,21 @@
 // a \ or a . or .. segment is always checked; a host entry skips its
 // requests on any port, ignoring case.
 //
-// Using it from an item:
+// Using it from an item (four lines):
 //
 //	type Item struct {
-//		Skip skip.Skip `json:"skip" doc:"..."`
+//		Skip skip.Skip `json:"skip" doc:"Requests that pass unchecked. Default: ..."`
 //	}
-//	// Texts: append(texts, skip.Texts("skip")...)
+//	var marker = skip.Marker{StatPrefix: "globalconfig_x_", Policy: "x.check"}
+//	// Texts:    append(texts, skip.Texts("skip")...)
 //	// Validate: it.Skip.Validate(&p, "skip")
-//	// Build, when it.Skip.Any():
-//	scope, _ := it.Skip.ScopeFilter(ScopeFilterName, skip.Marker{StatPrefix: "globalconfig_x_", Policy: "x.check"})
-//	wrapped, _ := skip.Marker{...}.Wrap(FilterName, cfg) // the item's filter, skipped unless marked
+//	// Build:    patches, err := it.Skip.Filters(marker, "globalconfig.x.scope", "globalconfig.x", cfg)
 //
-// The scope filter must run before the item's filter: with INSERT_FIRST
-// (the traffic-policy stage) insert the item's filter first, then the
-// scope filter.
+// Filters returns the item's HTTP filter (wrapped by Wrap when anything is
+// skipped) and the scope filter, in the order InsertHTTPFilter patches of
+// an INSERT_FIRST stage (the traffic-policy stage) must be listed for the
+// scope filter to run first. A filter with filter_enabled_metadata may use
+// CheckedMetadata and ScopeFilter instead, as extAuth does.
 package skip
 
 import (
@@ -150,6 +151,34 @@ func checkHosts(p *items.Problems, key string, hosts []string) {
 		}
 		seen[h] = i
 	}
+}
+
+// Filters returns the patches of the item's HTTP filter name, configured
+// by cfg, with s's opt-outs: the filter alone when nothing is skipped;
+// else the filter wrapped (Wrap) and the scope filter scopeName, listed so
+// that, inserted first one after the other (the traffic-policy stage), the
+// scope filter runs first.
+func (s Skip) Filters(m Marker, scopeName, name string, cfg proto.Message) ([]envoyfilter.Patch, error) {
+	if !s.Any() {
+		p, err := envoyfilter.InsertHTTPFilter(name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []envoyfilter.Patch{p}, nil
+	}
+	wrapped, err := m.Wrap(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := envoyfilter.InsertHTTPFilter(name, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	scope, err := envoyfilter.InsertHTTPFilter(scopeName, s.ScopeFilter(m))
+	if err != nil {
+		return nil, err
+	}
+	return []envoyfilter.Patch{filter, scope}, nil
 }
 
 // Marker names one item's mark: the RBAC filter writes its shadow rules'
