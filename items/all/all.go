@@ -6,6 +6,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/basicauth"
 	_ "github.com/globalconfig/globalconfig/items/brotli"
 	_ "github.com/globalconfig/globalconfig/items/clientip"
+	_ "github.com/globalconfig/globalconfig/items/csrf"
 	_ "github.com/globalconfig/globalconfig/items/customerrors"
 	_ "github.com/globalconfig/globalconfig/items/downstream"
 	_ "github.com/globalconfig/globalconfig/items/extauth"
