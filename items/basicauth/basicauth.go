@@ -232,6 +232,9 @@ func (b *BasicAuth) Validate() error {
 // Warnings implements items.Warner.
 func (b *BasicAuth) Warnings() error {
 	var p items.Problems
+	if b.UsersFile != "" {
+		p.Addf("usersFile", "Envoy reads %s when it loads the listener: a gateway that does not mount it (or mounts an empty or malformed file) refuses the listener and serves nothing on it; target only the gateways that mount it (target.selector). Its content can't be checked before a pod mounts it", b.UsersFile)
+	}
 	if b.Users != "" {
 		p.Addf("users", "the password hashes end up in the EnvoyFilter, readable by anyone who can read EnvoyFilters (and SHA-1 hashes are fast to guess): mount an htpasswd file from a Secret and give usersFile instead")
 		for _, u := range ParseUsers(b.Users) {
