@@ -89,7 +89,7 @@ func init() {
 		Summary:          "Gateway-wide HTTP basic authentication (ingress-nginx auth-type: basic): users from an htpasswd file mounted from a Secret or inline, with opt-outs by path and host and the user's name forwarded in a header.",
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             1,
-		Purpose:          "refuses requests without a known user's password, a check in the proxy's memory: after csrf's origin check, before the auth service's call and the rate limits, which may key on the user",
+		Purpose:          "refuses requests without a known user's password, a check in the proxy's memory, before the auth service's call and the rate limits, which may key on the user",
 		Where:            "HTTP filters (a header mutation that removes the client's own `forwardUsername` header, an RBAC filter in shadow mode that marks the requests to check when `skip` lists any, and basic_auth, wrapped in a matcher that skips it for the requests not marked)",
 		EnabledByDefault: true,
 		New: func() items.Item {
