@@ -287,7 +287,9 @@ func localUsers(typed *anypb.Any) (out *anypb.Any, changed bool, err error) {
 	if err := typed.UnmarshalTo(b); err != nil {
 		return nil, false, fmt.Errorf("basic_auth: %w", err)
 	}
-	if b.GetUsers().GetFilename() == "" {
+	if name := b.GetUsers().GetFilename(); name == "" || !filepath.IsAbs(name) || filepath.Clean(name) != name {
+		// A relative path is relative to the proxy's working directory,
+		// where no Secret is mounted: Envoy refuses it there as here.
 		return typed, false, nil
 	}
 	dir := filepath.Join(localRoot, "mounted")
