@@ -3,9 +3,11 @@ package all
 
 import (
 	_ "github.com/globalconfig/globalconfig/items/accesslog"
+	_ "github.com/globalconfig/globalconfig/items/basicauth"
 	_ "github.com/globalconfig/globalconfig/items/brotli"
 	_ "github.com/globalconfig/globalconfig/items/clientip"
 	_ "github.com/globalconfig/globalconfig/items/cors"
+	_ "github.com/globalconfig/globalconfig/items/csrf"
 	_ "github.com/globalconfig/globalconfig/items/customerrors"
 	_ "github.com/globalconfig/globalconfig/items/downstream"
 	_ "github.com/globalconfig/globalconfig/items/extauth"

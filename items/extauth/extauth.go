@@ -25,21 +25,18 @@ import (
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	headermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
-	httprbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/skip"
 )
 
 // Name is the item's key in the document.
@@ -60,24 +57,16 @@ const (
 	StripFilter = "globalconfig.ext_auth.strip"
 )
 
-// How the two filters talk. The RBAC filter writes its shadow rules'
-// result under the dynamic metadata namespace envoy.filters.http.rbac
-// whatever its own name, with keys prefixed by its shadow rules' stat
-// prefix: Istio's own RBAC filters use other prefixes, so neither
-// overwrites the other's keys. The policy matches every request that is
-// not opted out; ext_authz runs when the policy matched.
+// How the two filters talk (the shared opt-out, items/internal/skip):
+// the scope filter marks the requests that are not opted out, and
+// ext_authz runs when the mark is there (filter_enabled_metadata).
 const (
-	// rbacMetadata is the namespace the RBAC filter writes.
-	rbacMetadata = "envoy.filters.http.rbac"
 	// ShadowStatPrefix prefixes the scope filter's statistics
 	// (http.<prefix>.rbac.globalconfig_ext_auth_.shadow_denied: requests
 	// checked; .shadow_allowed: requests opted out; Istio keeps names
 	// ending in shadow_allowed and shadow_denied by default) and its
 	// metadata keys.
 	ShadowStatPrefix = "globalconfig_ext_auth_"
-	// effectivePolicyKey is the metadata key naming the policy that
-	// matched.
-	effectivePolicyKey = ShadowStatPrefix + "shadow_effective_policy_id"
 	// PolicyCheck is the policy of the requests to check.
 	PolicyCheck = "extAuth.check"
 	// StatPrefix names the ext_authz filter's statistics:
@@ -112,10 +101,7 @@ const (
 	DefaultRedirectParam = "rd"
 	// ACMEChallenge is the path ingress-nginx's no-auth-locations names by
 	// default: Let's Encrypt's HTTP-01 challenges must pass unchecked.
-	ACMEChallenge = "/.well-known/acme-challenge"
-	// MaxSkips bounds each opt-out list: every request is matched
-	// against each entry.
-	MaxSkips = 256
+	ACMEChallenge = skip.ACMEChallenge
 	// MaxHeaders bounds each header list.
 	MaxHeaders = 64
 )
@@ -130,6 +116,9 @@ var (
 	// matches) came with Envoy 1.36: it strips a prefix's headers.
 	removeOnMatch = envoyfilter.Version{Major: 1, Minor: 36}
 )
+
+// marker is the scope filter's mark.
+var marker = skip.Marker{StatPrefix: ShadowStatPrefix, Policy: PolicyCheck}
 
 // checkReads are the request headers the check itself needs, which the
 // strip filter leaves alone even when upstreamHeaders names them: the
@@ -152,15 +141,9 @@ type ExtAuth struct {
 	ClientHeaders          []string                     `json:"clientHeaders" doc:"http only: headers of the service's refusal sent to the client (default: every one). Given, Envoy also sends www-authenticate and location."`
 	ClientHeadersOnSuccess []string                     `json:"clientHeadersOnSuccess" doc:"http only: headers of the service's 200 answer added to the response the client gets (default: set-cookie, so a refreshed session cookie reaches the browser, as ingress-nginx does)."`
 	AddHeaders             map[string]items.HeaderValue `json:"addHeaders" doc:"http only: headers added to every check, name → value with Envoy command operators, e.g. x-auth-request-redirect: \"%REQ(:path)%\" (ingress-nginx global-auth-request-redirect)."`
-	Skip                   Skip                         `json:"skip" doc:"Requests that pass without a check."`
+	Skip                   skip.Skip                    `json:"skip" doc:"Requests that pass without a check, as for every request-checking item. Default: paths [/.well-known/acme-challenge], as ingress-nginx's no-auth-locations."`
 	SignIn                 *SignIn                      `json:"signIn" doc:"A refusal with 401 becomes a redirect (302) to a sign-in page, with the original URL as a parameter (ingress-nginx global-auth-signin)."`
 	Shadow                 bool                         `json:"shadow" doc:"Check and count, but never refuse: the result is in the ext_authz statistics (shadow_denied) and in filter state. Istio 1.30 (Envoy 1.38) or newer."`
-}
-
-// Skip lists the requests that pass without a check.
-type Skip struct {
-	Paths []string `json:"paths" doc:"Path prefixes of whole segments: /.well-known/acme-challenge skips /.well-known/acme-challenge and /.well-known/acme-challenge/x, not /.well-known/acme-challengeX; matched on the path as the connection manager normalized it (see hardening), without the query. Default [/.well-known/acme-challenge], as ingress-nginx's no-auth-locations."`
-	Hosts []string `json:"hosts" doc:"Host names whose requests pass unchecked, on any port (the request's :authority), e.g. public.example.com; case does not matter."`
 }
 
 // SignIn is the sign-in redirect.
@@ -207,7 +190,7 @@ func init() {
 				Protocol:    "http",
 				Timeout:     items.Millis{Duration: DefaultTimeout},
 				FailureMode: "deny",
-				Skip:        Skip{Paths: []string{ACMEChallenge}},
+				Skip:        skip.Skip{Paths: []string{ACMEChallenge}},
 			}
 		},
 		Needs: []items.Need{
@@ -229,7 +212,7 @@ func (*ExtAuth) Ranges() []items.Range {
 
 // Texts implements items.Texter.
 func (*ExtAuth) Texts() []items.Text {
-	return []items.Text{
+	return append([]items.Text{
 		{Path: "service", Kind: items.TextServiceHost},
 		{Path: "path", Kind: items.TextURLPath},
 		{Path: "pathPrefix", Kind: items.TextURLPath},
@@ -238,11 +221,9 @@ func (*ExtAuth) Texts() []items.Text {
 		{Path: "clientHeaders[]", Kind: items.TextHeaderRead},
 		{Path: "clientHeadersOnSuccess[]", Kind: items.TextHeaderRead},
 		{Path: "addHeaders.*", Kind: items.TextHeaderValue, Key: items.TextHeaderName},
-		{Path: "skip.paths[]", Kind: items.TextURLPath},
-		{Path: "skip.hosts[]", Kind: items.TextPlain},
 		{Path: "signIn.url", Kind: items.TextHeaderValue},
 		{Path: "signIn.redirectParam", Kind: items.TextPlain},
-	}
+	}, skip.Texts("skip")...)
 }
 
 // Services implements items.ServiceUser.
@@ -346,8 +327,7 @@ func (a *ExtAuth) Validate() error {
 			p.Addf(fielderr.Key("addHeaders", name), "content-length is Envoy's to set on the check")
 		}
 	}
-	checkSkipPaths(&p, a.Skip.Paths)
-	checkSkipHosts(&p, a.Skip.Hosts)
+	a.Skip.Validate(&p, "skip")
 	if s := a.SignIn; s != nil {
 		switch {
 		case s.URL == "":
@@ -391,71 +371,6 @@ func checkHeaderList(p *items.Problems, key string, list []string, response bool
 		case strings.Contains(strings.TrimSuffix(name, "*"), "*"):
 			p.Addf(at, "* may only end a name, as a prefix: x-auth-request-*")
 		}
-	}
-}
-
-// checkSkipPaths checks skip.paths: whole-segment prefixes that can't be
-// reached by a path that means something else.
-func checkSkipPaths(p *items.Problems, paths []string) {
-	if len(paths) > MaxSkips {
-		p.Addf("skip.paths", "has %d paths; at most %d: every request is matched against each", len(paths), MaxSkips)
-	}
-	seen := map[string]int{}
-	for i, s := range paths {
-		at := fmt.Sprintf("skip.paths[%d]", i)
-		switch {
-		case s == "" || !strings.HasPrefix(s, "/"):
-			continue // CheckURLPath's
-		case s == "/":
-			p.Addf(at, "/ skips every request; to check nothing, disable the item (enable: false)")
-			continue
-		case strings.HasSuffix(s, "/"):
-			p.Addf(at, "must not end in /: a prefix is of whole segments, so %s already skips %s/x", strings.TrimRight(s, "/"), strings.TrimRight(s, "/"))
-			continue
-		case strings.ContainsAny(s, "%;\\"):
-			p.Addf(at, "must not hold %%, ; or \\: a request path with them is always checked (a backend may decode them into another path), so this entry would never skip anything")
-			continue
-		case strings.Contains(s, "//") || slices.Contains(strings.Split(s, "/"), ".") || slices.Contains(strings.Split(s, "/"), ".."):
-			p.Addf(at, "must not hold empty, . or .. segments: write the path as the connection manager normalizes it")
-			continue
-		}
-		if j, ok := seen[s]; ok {
-			p.Addf(at, "repeats skip.paths[%d]", j)
-			continue
-		}
-		seen[s] = i
-	}
-}
-
-// checkSkipHosts checks skip.hosts: lower-case host names, without a port
-// or a wildcard.
-func checkSkipHosts(p *items.Problems, hosts []string) {
-	if len(hosts) > MaxSkips {
-		p.Addf("skip.hosts", "has %d hosts; at most %d: every request is matched against each", len(hosts), MaxSkips)
-	}
-	seen := map[string]int{}
-	for i, h := range hosts {
-		at := fmt.Sprintf("skip.hosts[%d]", i)
-		// Host names ignore case, and so does the matcher (toCheck):
-		// Public.Example.com skips public.example.com.
-		h = strings.ToLower(h)
-		switch {
-		case strings.HasPrefix(h, "*"):
-			p.Addf(at, "a wildcard is not supported: list each host (a request's host is matched exactly, on any port)")
-			continue
-		case strings.Contains(h, ":"):
-			p.Addf(at, "write the host without a port: its requests on every port skip the check")
-			continue
-		}
-		if len(validation.IsDNS1123Subdomain(h)) > 0 {
-			p.Addf(at, "must be a host name of letters, digits, '-' and '.', such as public.example.com, got %q", hosts[i])
-			continue
-		}
-		if j, ok := seen[h]; ok {
-			p.Addf(at, "repeats skip.hosts[%d]", j)
-			continue
-		}
-		seen[h] = i
 	}
 }
 
@@ -520,14 +435,8 @@ func (a *ExtAuth) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 			MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: ".*"}},
 		}}}
 	}
-	if a.skips() {
-		cfg.FilterEnabledMetadata = &matcherv3.MetadataMatcher{
-			Filter: rbacMetadata,
-			Path:   []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: effectivePolicyKey}}},
-			Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
-				MatchPattern: &matcherv3.StringMatcher_Exact{Exact: PolicyCheck},
-			}}},
-		}
+	if a.Skip.Any() {
+		cfg.FilterEnabledMetadata = marker.CheckedMetadata()
 	}
 	if a.Protocol == "grpc" {
 		cfg.Services = &extauthzv3.ExtAuthz_GrpcService{GrpcService: &corev3.GrpcService{
@@ -545,14 +454,8 @@ func (a *ExtAuth) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 		return nil, err
 	}
 	patches := []envoyfilter.Patch{auth}
-	if a.skips() {
-		scope, err := envoyfilter.InsertHTTPFilter(ScopeFilter, &httprbacv3.RBAC{
-			ShadowRules: &rbacv3.RBAC{
-				Action:   rbacv3.RBAC_DENY,
-				Policies: map[string]*rbacv3.Policy{PolicyCheck: {Permissions: []*rbacv3.Permission{a.toCheck()}, Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}}}},
-			},
-			ShadowRulesStatPrefix: ShadowStatPrefix,
-		})
+	if a.Skip.Any() {
+		scope, err := envoyfilter.InsertHTTPFilter(ScopeFilter, a.Skip.ScopeFilter(marker))
 		if err != nil {
 			return nil, err
 		}
@@ -666,71 +569,6 @@ func names(list []string) *matcherv3.ListStringMatcher {
 		m.Patterns = append(m.Patterns, sm)
 	}
 	return m
-}
-
-// skips reports whether any request skips the check.
-func (a *ExtAuth) skips() bool { return len(a.Skip.Paths) > 0 || len(a.Skip.Hosts) > 0 }
-
-// unsafe are the paths no opt-out covers, whatever its prefix: an
-// escape (%2F, %2E, %5C), a ; (path parameters some servers drop), a
-// backslash, or a . or .. segment, which the connection manager removes
-// when it normalizes paths (Istio's default) but a backend might resolve
-// otherwise. Such a path is checked.
-func unsafe() *rbacv3.Permission {
-	var rules []*rbacv3.Permission
-	for _, m := range []*matcherv3.StringMatcher{
-		{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: "%"}},
-		{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: ";"}},
-		{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: `\`}},
-		{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: "/./"}},
-		{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: "/../"}},
-		{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: "/."}},
-		{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: "/.."}},
-	} {
-		rules = append(rules, urlPath(m))
-	}
-	return &rbacv3.Permission{Rule: &rbacv3.Permission_OrRules{OrRules: &rbacv3.Permission_Set{Rules: rules}}}
-}
-
-func urlPath(m *matcherv3.StringMatcher) *rbacv3.Permission {
-	return &rbacv3.Permission{Rule: &rbacv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{
-		Rule: &matcherv3.PathMatcher_Path{Path: m},
-	}}}
-}
-
-// toCheck is the permission of the requests to check: every one that no
-// opt-out covers.
-func (a *ExtAuth) toCheck() *rbacv3.Permission {
-	var skip []*rbacv3.Permission
-	if len(a.Skip.Paths) > 0 {
-		var prefixes []*rbacv3.Permission
-		for _, path := range a.Skip.Paths {
-			prefixes = append(prefixes,
-				urlPath(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: path}}),
-				urlPath(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: path + "/"}}))
-		}
-		skip = append(skip, &rbacv3.Permission{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: []*rbacv3.Permission{
-			{Rule: &rbacv3.Permission_OrRules{OrRules: &rbacv3.Permission_Set{Rules: prefixes}}},
-			{Rule: &rbacv3.Permission_NotRule{NotRule: unsafe()}},
-		}}}})
-	}
-	for _, h := range a.Skip.Hosts {
-		// The authority as the client sent it: the host alone, or with a
-		// port after a colon. Host names ignore case.
-		h = strings.ToLower(h)
-		skip = append(skip,
-			authority(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h}, IgnoreCase: true}),
-			authority(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: h + ":"}, IgnoreCase: true}))
-	}
-	return &rbacv3.Permission{Rule: &rbacv3.Permission_NotRule{NotRule: &rbacv3.Permission{
-		Rule: &rbacv3.Permission_OrRules{OrRules: &rbacv3.Permission_Set{Rules: skip}},
-	}}}
-}
-
-func authority(m *matcherv3.StringMatcher) *rbacv3.Permission {
-	return &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
-		Name: ":authority", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: m},
-	}}}
 }
 
 // mapper turns a refusal with 401 by the auth service (the response flag

@@ -183,7 +183,7 @@ func init() {
 		Name:             Name,
 		Summary:          "Load shedding: admission control (reject a share of requests while the services' success rate is low) and adaptive concurrency (a limit on requests in flight from measured latency).",
 		Stage:            envoyfilter.StageTrafficPolicy,
-		Slot:             8,
+		Slot:             9,
 		Purpose:          "sheds load after the policy filters and the body buffer, so it measures and protects the services alone",
 		Where:            "HTTP filters; outbound, they shed the requests the workload sends when the services it calls fail or slow down",
 		EnabledByDefault: true,

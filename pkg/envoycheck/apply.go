@@ -8,9 +8,12 @@ import (
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	matchingv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/matching/v3"
+	basicauthv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/basic_auth/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -202,7 +205,16 @@ var localRoot = filepath.Join(os.TempDir(), fmt.Sprintf("globalconfig-envoycheck
 // proxy has and Envoy does not create, is pointed at a folder that does
 // not exist either, so that Envoy refuses it here as it does at a proxy.
 // ProxyPaths turns the local names in Envoy's messages back.
+//
+// It also points the htpasswd files basic_auth reads from the gateway
+// pods (basicAuth.usersFile: a Secret mounted there, which this machine
+// lacks) at one stand-in: Envoy reads the file when it loads the
+// listener, and refuses an empty one; what the mounted file holds can't
+// be checked before a pod mounts it.
 func LocalLogs(h *hcmv3.HttpConnectionManager) error {
+	if err := localMounts(h); err != nil {
+		return err
+	}
 	for _, l := range h.GetAccessLog() {
 		if l.GetTypedConfig() == nil || !l.GetTypedConfig().MessageIs(&filev3.FileAccessLog{}) {
 			continue
@@ -226,6 +238,71 @@ func LocalLogs(h *hcmv3.HttpConnectionManager) error {
 		l.ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: typed}
 	}
 	return nil
+}
+
+// localMounts points every basic_auth users file of h, plain or wrapped
+// in a matcher (items/internal/skip), at a stand-in of one user line.
+func localMounts(h *hcmv3.HttpConnectionManager) error {
+	for _, f := range h.GetHttpFilters() {
+		typed := f.GetTypedConfig()
+		if typed == nil {
+			continue
+		}
+		if typed.MessageIs(&matchingv3.ExtensionWithMatcher{}) {
+			w := &matchingv3.ExtensionWithMatcher{}
+			if err := typed.UnmarshalTo(w); err != nil {
+				return fmt.Errorf("HTTP filter %s: %w", f.GetName(), err)
+			}
+			inner, changed, err := localUsers(w.GetExtensionConfig().GetTypedConfig())
+			if err != nil || !changed {
+				return err
+			}
+			w.ExtensionConfig.TypedConfig = inner
+			if typed, err = anypb.New(w); err != nil {
+				return err
+			}
+			f.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: typed}
+			continue
+		}
+		if local, changed, err := localUsers(typed); err != nil {
+			return err
+		} else if changed {
+			f.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: local}
+		}
+	}
+	return nil
+}
+
+// standInUsers is the stand-in htpasswd: one user whose password is
+// empty, a line Envoy takes.
+const standInUsers = "stand-in:{SHA}2jmj7l5rSw0yVb/vlWAYkK/YBwk=\n"
+
+// localUsers is typed with its basic_auth users file pointed at the
+// stand-in; changed is false when typed is no basic_auth reading a file.
+func localUsers(typed *anypb.Any) (out *anypb.Any, changed bool, err error) {
+	if typed == nil || !typed.MessageIs(&basicauthv3.BasicAuth{}) {
+		return typed, false, nil
+	}
+	b := &basicauthv3.BasicAuth{}
+	if err := typed.UnmarshalTo(b); err != nil {
+		return nil, false, fmt.Errorf("basic_auth: %w", err)
+	}
+	if name := b.GetUsers().GetFilename(); name == "" || !filepath.IsAbs(name) || filepath.Clean(name) != name {
+		// A relative path is relative to the proxy's working directory,
+		// where no Secret is mounted: Envoy refuses it there as here.
+		return typed, false, nil
+	}
+	dir := filepath.Join(localRoot, "mounted")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("a stand-in for a mounted htpasswd file: %w", err)
+	}
+	standIn := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(standIn, []byte(standInUsers), 0o600); err != nil {
+		return nil, false, fmt.Errorf("a stand-in for a mounted htpasswd file: %w", err)
+	}
+	b.Users = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: standIn}}
+	out, err = anypb.New(b)
+	return out, err == nil, err
 }
 
 // localPath is where the check has Envoy open a proxy's file: a file
