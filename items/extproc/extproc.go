@@ -13,11 +13,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
+	"github.com/globalconfig/globalconfig/items/internal/skip"
 )
 
 // Name is the item's key in the document.
@@ -26,6 +26,15 @@ const Name = "extProc"
 // Filter is the ext_proc filter, under a name of its own: EnvoyFilters
 // match filters by name, and a user's own ext_proc filter keeps Envoy's.
 const Filter = "globalconfig.ext_proc"
+
+// ScopeFilter is the RBAC filter that marks the requests to process when
+// skip lists any (items/internal/skip).
+const ScopeFilter = "globalconfig.ext_proc.scope"
+
+// The scope filter's mark: http.<prefix>.rbac.globalconfig_ext_proc_.
+// shadow_denied counts the requests processed, .shadow_allowed those
+// opted out.
+var marker = skip.Marker{StatPrefix: "globalconfig_ext_proc_", Policy: "extProc.check"}
 
 // StatPrefix names the filter's statistics:
 // http.<prefix>.ext_proc.globalconfig.streams_started, .streams_failed,
@@ -61,6 +70,7 @@ type ExtProc struct {
 	MessageTimeout  *items.Millis `json:"messageTimeout" doc:"How long Envoy waits for each answer of the service, 1ms to 1h; a bare integer is milliseconds (default 200ms, Envoy's). Past it the message fails, and failureMode decides."`
 	FailureMode     FailureMode   `json:"failureMode" doc:"When the service fails (unreachable, an error on the stream, a message timed out): deny (default) answers the request with failureStatus; allow lets it through unprocessed (Envoy's failure_mode_allow)."`
 	FailureStatus   *uint32       `json:"failureStatus" doc:"The status of a request whose processing failed, with failureMode deny: 400 to 599 as Envoy knows them (Envoy's status_on_error; Istio 1.28 / Envoy 1.36 or newer). Unset: 500, Envoy's."`
+	Skip            skip.Skip     `json:"skip" doc:"Requests that are not sent to the service, as for every request-checking item (extAuth, basicAuth, csrf): whole path segments on the normalized path, exact hosts. No default: a WAF sees everything unless told otherwise."`
 }
 
 // HeaderMode is whether headers are sent. Envoy's DEFAULT is left out:
@@ -107,7 +117,7 @@ func init() {
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             6,
 		Purpose:          "streams each request to the ext_proc service after the auth check and the rate limits, so it sees only requests they passed, and before requestBody's size limit",
-		Where:            "an ext_proc HTTP filter, and HTTP/2 merged into the service's outbound cluster",
+		Where:            "an ext_proc HTTP filter (with `skip`, wrapped in a matcher, after an RBAC filter in shadow mode that marks the requests to process), and HTTP/2 merged into the service's outbound cluster",
 		EnabledByDefault: true,
 		New: func() items.Item {
 			return &ExtProc{RequestHeaders: "SEND", ResponseHeaders: "SEND", RequestBody: "NONE", ResponseBody: "NONE", FailureMode: "deny"}
@@ -129,7 +139,7 @@ func (*ExtProc) Ranges() []items.Range {
 
 // Texts implements items.Texter.
 func (*ExtProc) Texts() []items.Text {
-	return []items.Text{{Path: "service", Kind: items.TextServiceHost}}
+	return append([]items.Text{{Path: "service", Kind: items.TextServiceHost}}, skip.Texts("skip")...)
 }
 
 // Services implements items.ServiceUser.
@@ -175,6 +185,7 @@ func (x *ExtProc) Validate() error {
 			p.Addf("port", "is required: the ext_proc service's gRPC port")
 		}
 	}
+	x.Skip.Validate(&p, "skip")
 	if x.FailureStatus != nil && x.FailureMode != "deny" {
 		p.Addf("failureStatus", "only applies with failureMode: deny")
 	}
@@ -207,7 +218,9 @@ func (x *ExtProc) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 		return nil, p.Err()
 	}
 	cluster := envoyfilter.OutboundCluster(x.Service, uint32(x.Port))
-	filter, err := envoyfilter.InsertHTTPFilter(Filter, x.scoped(x.config(cluster)))
+	// With skip, the filter is wrapped in a matcher that passes the
+	// opted-out requests by, and the scope filter before it marks them.
+	patches, err := x.Skip.Filters(marker, ScopeFilter, Filter, x.config(cluster))
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +228,7 @@ func (x *ExtProc) BuildFor(r envoyfilter.Release) ([]envoyfilter.Patch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []envoyfilter.Patch{filter, h2}, nil
+	return append(patches, h2), nil
 }
 
 // config is the ext_proc filter's configuration.
@@ -241,14 +254,6 @@ func (x *ExtProc) config(cluster string) *extprocv3.ExternalProcessor {
 	}
 	return cfg
 }
-
-// scoped is where the requests that skip processing are chosen: the one
-// place per-path and per-host opt-outs (extAuth's skip, shared by the
-// items that check requests) wrap the filter's configuration. ext_proc
-// has no filter_enabled_metadata as ext_authz has, so the opt-outs must
-// come as a wrapper of the filter (a matcher that skips it) or a scope
-// filter before it; today every request is processed.
-func (x *ExtProc) scoped(cfg *extprocv3.ExternalProcessor) proto.Message { return cfg }
 
 func headerMode(m HeaderMode) extprocv3.ProcessingMode_HeaderSendMode {
 	return extprocv3.ProcessingMode_HeaderSendMode(extprocv3.ProcessingMode_HeaderSendMode_value[string(m)])

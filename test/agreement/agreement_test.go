@@ -100,7 +100,7 @@ var deliberate = []struct {
 	rule(`extAuth\.service`, `short Service name|lacks the cluster domain|must be a service host name`,
 		"istiod builds no cluster of that name, so every check would fail and every request be refused (failureMode deny) or pass unchecked (allow)"),
 	rule(`extAuth\.(path|pathPrefix)`, `must be a URL path|must not end in /`, "the check's :path: one that is no URL path, or that makes a double slash, is one the auth service refuses or misroutes, so every check would fail"),
-	rule(`(extAuth|basicAuth|csrf)\.skip\.(paths|hosts)(\[\d+\])?`, `.`, "an opt-out that would never apply (no request has that path or :authority; a path with an escape or a dot segment is always checked) or would skip every request: the author meant something it would not do"),
+	rule(`(extAuth|basicAuth|csrf|extProc)\.skip\.(paths|hosts)(\[\d+\])?`, `.`, "an opt-out that would never apply (no request has that path or :authority; a path with an escape or a dot segment is always checked) or would skip every request: the author meant something it would not do"),
 	rule(`basicAuth\.forwardUsername`, `must be a valid HTTP header name|routes the request|authorization carries`, "a header HTTP/2 peers refuse, one that routes the request (the user's name would send it elsewhere) or the credentials basic_auth reads"),
 	rule(`csrf\.enforcedPercent`, `must be between 0 and 100`, "a percentage: Envoy reads more than 100% as 100%"),
 	rule(`extAuth\.(requestHeaders|upstreamHeaders|clientHeaders|clientHeadersOnSuccess)(\[\d+\])?`, `must be a valid HTTP header name|is never copied|a lone \*|may only end|headers; at most`,

@@ -8,8 +8,10 @@ import (
 // internalWords are the marks of a message written for a program, not for
 // the author of a document: a protoc-gen-validate path ("invalid
 // Gzip.MemoryLevel: value must be inside range"), a protobuf type name or
-// type URL, a Go decoder's or reflection's own words.
-var internalWords = regexp.MustCompile(`invalid [A-Z][A-Za-z0-9]*\.[A-Z]|type\.googleapis\.com|\benvoy\.(?:config|extensions|type)\.|json: cannot unmarshal|proto: |reflect:|\bpanic\b|\bnil pointer\b`)
+// type URL, a Go decoder's or reflection's own words. protobuf's "proto: "
+// starts a message or follows a space: the key x-forwarded-proto is the
+// author's.
+var internalWords = regexp.MustCompile(`invalid [A-Z][A-Za-z0-9]*\.[A-Z]|type\.googleapis\.com|\benvoy\.(?:config|extensions|type)\.|json: cannot unmarshal|(?:^|\s)proto: |reflect:|\bpanic\b|\bnil pointer\b`)
 
 // TestRefusalsReadAsSentences: every problem validation reports for the
 // generator's documents (each item's golden inputs with keys replaced by
