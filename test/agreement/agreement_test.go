@@ -85,7 +85,7 @@ var deliberate = []struct {
 	rule(`loadShedding\.admissionControl\.aggression`, `must be at least 1`, "Envoy reads an aggression under 1 as 1: the author's value would do nothing"),
 	rule(`loadShedding\.admissionControl\.httpSuccess\[\d+\](\.to)?`, `range holds no status|must be between 100 and 599`, "a success range that ends before it starts: Envoy loads it as an empty range, which counts no status a success"),
 	rule(`globalRateLimit\.limits\.[^.]+\.perClientSubnet\.ipv[46]`, `must be between 1 and`, "a prefix length of 0 puts every client in one count: leave perClientSubnet out for that"),
-	rule(`globalRateLimit\.domain|(globalRateLimit|localRateLimit)\.limits\.\S+`, `must be 1 to 63 letters|a limit's name must be`, "the domain and a limit's name are parts of the rate-limit service's counter keys: kept to letters, digits and a few marks"),
+	rule(`globalRateLimit\.domain|(globalRateLimit|localRateLimit)\.limits(\.\S+|\[""\])`, `must be 1 to 63 letters|a limit's name must be`, "the domain and a limit's name are parts of the rate-limit service's counter keys: kept to letters, digits and a few marks"),
 	rule(`(globalRateLimit|localRateLimit)\.limits\.[^.]+\.requests`, `must be at least 1`, "0 requests a unit refuses every request the limit counts: a block, not a limit (ipAccess or a route says that plainly)"),
 	rule(`(globalRateLimit|localRateLimit)\.limits\.[^.]+\.match\.hosts\[\d+\]`, `must be a host name`, "a request's :authority is a host name (and port): an entry that is none never matches"),
 	rule(`(globalRateLimit|localRateLimit)\.limits\.[^.]+\.match\.(hosts|methods)`, `hosts; at most|methods; at most`, "a list too long for one regex becomes several, each tried on every request: globalconfig bounds them"),
