@@ -335,12 +335,15 @@ func (c *Controller) deliverClusters(ctx context.Context, set []*envoyfilter.Obj
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var look sync.WaitGroup
 			if tr := c.cfg.Rollout; tr != nil {
 				// Which pushes this cluster's istiods sent before its part
-				// reached them.
-				tr.DeliveringTo(ctx, j.t.name, j.mine, rollout.ScopeOf(j.mine, c.root()))
+				// reached them: their stores are read while it is written.
+				read := tr.StartDeliveringTo(ctx, j.t.name, j.mine, rollout.ScopeOf(j.mine, c.root()))
+				look.Go(read)
 			}
 			j.writes, j.err = c.write(ctx, j.t, j.planned)
+			look.Wait()
 		}()
 	}
 	wg.Wait()

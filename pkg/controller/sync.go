@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -214,14 +215,19 @@ func (c *Controller) deliver(ctx context.Context, d decide.Decision) ([]string, 
 	// A canary rollout's writes are fenced by the status (converge).
 	c.st.fence = d.Rollout != nil && d.Policy.Enabled()
 	targets, _, _ := c.members.snapshot()
+	var look sync.WaitGroup
 	if t := c.cfg.Rollout; t != nil && len(targets) == 0 && c.st.stages.plan == nil {
 		// Which pushes istiod sent before the set reached it: none of them
 		// carries it (over MCP the publisher, which serves the set, tells
-		// the tracker too; the first to tell it reads). With members,
-		// each cluster's istiods are read before its own delivery.
-		t.Delivering(ctx, d.Set, rollout.ScopeOf(d.Set, c.cfg.RootNamespace))
+		// the tracker too; the first to tell it reads). istiod's store is
+		// read while the set is written, not before: the look's time is
+		// taken first. With members, each cluster's istiods are read as
+		// its own part is written.
+		look.Go(t.StartDelivering(ctx, d.Set, rollout.ScopeOf(d.Set, c.cfg.RootNamespace)))
 	}
-	return decide.Deliver(ctx, c.sink, d)
+	writes, err := decide.Deliver(ctx, c.sink, d)
+	look.Wait()
+	return writes, err
 }
 
 // fenceStatus checks, by a write that changes nothing, that the status is

@@ -876,7 +876,19 @@ func (t *Tracker) debounce() time.Duration {
 // every member, and drops what DeliveringTo read for each: where members
 // get different parts of a set, call DeliveringTo for each instead.
 func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, scope Scope) {
-	t.delivery(ctx, "", ContentsOf(set), scope)
+	t.delivery(ctx, "", ContentsOf(set), scope)()
+}
+
+// StartDelivering is Delivering in two steps, so that the stores are
+// read while the set is written rather than before: it returns once the
+// set is announced and the time of the look taken, and read reads the
+// stores. Call read at the same time as the delivery (it must begin after
+// StartDelivering returned, which it does) and wait for both. A store read
+// after the set reached it holds the set, and then no baseline is needed;
+// one read before lacks it, and every push sent before the look began
+// lacks it too. ctx must last until read returns.
+func (t *Tracker) StartDelivering(ctx context.Context, set []*envoyfilter.Object, scope Scope) (read func()) {
+	return t.delivery(ctx, "", ContentsOf(set), scope)
 }
 
 // DeliveringTo is Delivering of the part of a set one member gets, just
@@ -885,20 +897,26 @@ func (t *Tracker) Delivering(ctx context.Context, set []*envoyfilter.Object, sco
 // objects that member gets (and Track's Generation.Clusters holds the
 // same contents for it).
 func (t *Tracker) DeliveringTo(ctx context.Context, cluster string, set []*envoyfilter.Object, scope Scope) {
-	t.delivery(ctx, cluster, ContentsOf(set), scope)
+	t.delivery(ctx, cluster, ContentsOf(set), scope)()
 }
 
-// delivery reads the baseline of the istiods of member cluster ("" for
-// every member) for contents.
-func (t *Tracker) delivery(ctx context.Context, cluster string, contents map[string]string, scope Scope) {
+// StartDeliveringTo is DeliveringTo in two steps, as StartDelivering is.
+func (t *Tracker) StartDeliveringTo(ctx context.Context, cluster string, set []*envoyfilter.Object, scope Scope) (read func()) {
+	return t.delivery(ctx, cluster, ContentsOf(set), scope)
+}
+
+// delivery announces contents for member cluster ("" for every member)
+// and takes the time of the look; read reads the baseline of its istiods.
+func (t *Tracker) delivery(ctx context.Context, cluster string, contents map[string]string, scope Scope) (read func()) {
+	nothing := func() {}
 	t.mu.Lock()
 	if t.gen != nil && maps.Equal(t.gen.contentsOf(cluster), contents) {
 		t.mu.Unlock()
-		return
+		return nothing
 	}
 	if d, ok := t.delivering[cluster]; ok && maps.Equal(d, contents) {
 		t.mu.Unlock()
-		return
+		return nothing
 	}
 	if t.delivering == nil {
 		t.delivering = map[string]map[string]string{}
@@ -924,6 +942,18 @@ func (t *Tracker) delivery(ctx context.Context, cluster string, contents map[str
 	}
 	t.mu.Unlock()
 	namespaces := scope.Namespaces()
+	// Every push sent so far was sent before this look (lo): its value is
+	// not needed, as no push up to hi counts. Taken before the delivery
+	// begins, so a store read while the set is written that still lacks
+	// it lacked it then too.
+	start := t.mono()
+	return func() { t.readBaseline(ctx, cluster, contents, namespaces, eps, start) }
+}
+
+// readBaseline reads the stores of eps, the istiods of cluster, at once:
+// each that lacks contents gets a baseline (lacking since start) and a
+// watch until it holds them.
+func (t *Tracker) readBaseline(ctx context.Context, cluster string, contents map[string]string, namespaces []string, eps []target, start time.Time) {
 	marks := make([]*mark, len(eps))
 	var wg sync.WaitGroup
 	for i, ep := range eps {
@@ -932,9 +962,6 @@ func (t *Tracker) delivery(ctx context.Context, cluster string, contents map[str
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, BaselineTimeout)
 			defer cancel()
-			// Every push sent so far was sent before this look (lo): its
-			// value is not needed, as no push up to hi counts.
-			start := t.mono()
 			held, err := t.Client.Configz(ctx, ep.url)
 			if err != nil || differs(held, contents) == "" {
 				return // no baseline: the store holds the set already
