@@ -204,8 +204,10 @@ func TestControllerEffects(t *testing.T) {
 	// front (they see each response last), then the filters that refuse
 	// requests in their slots' order, before all of Istio's own.
 	head := "envoy.filters.http.compressor.brotli,envoy.filters.http.compressor.gzip,envoy.filters.http.compressor.zstd," +
+		"globalconfig.basic_auth.strip,globalconfig.basic_auth.scope,globalconfig.basic_auth," +
 		"globalconfig.ip_access,globalconfig.ext_auth.strip,globalconfig.ext_auth.scope,globalconfig.ext_auth," +
-		"envoy.filters.http.local_ratelimit,envoy.filters.http.ratelimit,envoy.filters.http.buffer,"
+		"envoy.filters.http.local_ratelimit,envoy.filters.http.ratelimit,globalconfig.ext_proc,envoy.filters.http.buffer," +
+		"globalconfig.csrf.scope,globalconfig.csrf,envoy.filters.http.admission_control,envoy.filters.http.adaptive_concurrency,"
 	if !strings.HasPrefix(chain, head) || !strings.HasSuffix(chain, ","+envoyfilter.Router) {
 		t.Errorf("HTTP filter chain %s: want it to start %s and end with the router", chain, head)
 	}

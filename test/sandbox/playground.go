@@ -468,8 +468,11 @@ func createMesh(ctx context.Context, cluster *harness.Cluster, gateways []*gatew
 
 // configMap is the global ConfigMap the sandbox applies: the example's,
 // with the sections of services the sandbox doesn't run left out
-// (globalRateLimit and extAuth name Services of a real cluster), and the
-// profiles' own sections for the services they start.
+// (globalRateLimit, extAuth and extProc name Services of a real cluster;
+// extProc's, missing, would fail every request closed), basicAuth's
+// password wall left out too (the banner's curl lines carry no password,
+// and WITH=auth's oauth2-proxy asks for its own), and the profiles' own
+// sections for the services they start.
 func configMap(p profiles) ([]byte, error) {
 	file := filepath.Join(harness.RepoRoot(), "deploy", "examples", "global-config.yaml")
 	raw, err := os.ReadFile(file)
@@ -484,7 +487,7 @@ func configMap(p profiles) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: no %s in its data", file, document.DataKey)
 	}
-	doc = withoutSections(doc, "globalRateLimit", "extAuth")
+	doc = withoutSections(doc, "globalRateLimit", "extAuth", "extProc", "basicAuth")
 	if p.rateLimit {
 		doc += rateLimitSection
 	}
