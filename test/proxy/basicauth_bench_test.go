@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -21,49 +19,20 @@ const (
 	benchHost = "shop.test"
 )
 
-// measureFilter times benchAuthWarmup untimed and then benchAuthRequests
-// timed requests of method to path at g, one after the other over one
-// kept-alive connection, timed at the client to the end of the body; every
-// answer must be 200.
-func measureFilter(ctx context.Context, b *testing.B, g *gw, method, path string, headers map[string]string) []time.Duration {
-	b.Helper()
-	keepAlive := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
-	defer keepAlive.CloseIdleConnections()
-	var out []time.Duration
-	for i := range benchAuthWarmup + benchAuthRequests {
-		req, err := http.NewRequestWithContext(ctx, method, g.url(path), nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		req.Host = benchHost
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		start := time.Now()
-		resp, err := keepAlive.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		took := time.Since(start)
-		if resp.StatusCode != 200 {
-			b.Fatalf("%s %s: status %d", method, path, resp.StatusCode)
-		}
-		if i >= benchAuthWarmup {
-			out = append(out, took)
-		}
+// hosted is headers with benchHost as the request's host.
+func hosted(headers map[string]string) map[string]string {
+	out := map[string]string{"Host": benchHost}
+	for k, v := range headers {
+		out[k] = v
 	}
 	return out
 }
 
 // filterTable is the Markdown table of what rows add to none, at g.
 func filterTable(g *gw, none []time.Duration, rows []string, times [][]time.Duration) string {
-	p := func(d []time.Duration, q int) float64 { return harness.Ms(harness.Percentile(d, q)) }
-	table := fmt.Sprintf("| request through the gateway (Envoy %s, %d requests each) | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", g.Binary.Version, benchAuthRequests)
+	table := fmt.Sprintf("| request through the gateway (Envoy %s, %d requests each) | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", g.Binary.Version, benchRequests)
 	for i, what := range rows {
-		d := times[i]
-		table += fmt.Sprintf("| %s | %.2f ms | %.2f ms | %+.2f ms | %+.2f ms |\n", what, p(d, 50), p(d, 99), p(d, 50)-p(none, 50), p(d, 99)-p(none, 99))
+		table += latencyRow(what, times[i], none)
 	}
 	return table
 }
@@ -83,12 +52,12 @@ func BenchmarkBasicAuth(b *testing.B) {
 	}
 	creds := map[string]string{"Authorization": benchAlice}
 	apply("")
-	none := measureFilter(ctx, b, g, http.MethodGet, "/echo", creds)
+	none := requestTimes(ctx, b, g, http.MethodGet, "/echo", hosted(creds), 200)
 	apply(fmt.Sprintf("basicAuth:\n  users: %q\n  skip:\n    paths: []\n", benchUsers))
-	plain := measureFilter(ctx, b, g, http.MethodGet, "/echo", creds)
+	plain := requestTimes(ctx, b, g, http.MethodGet, "/echo", hosted(creds), 200)
 	apply(fmt.Sprintf("basicAuth:\n  users: %q\n  forwardUsername: x-user\n", benchUsers))
-	scoped := measureFilter(ctx, b, g, http.MethodGet, "/echo", creds)
-	skipped := measureFilter(ctx, b, g, http.MethodGet, "/.well-known/acme-challenge/bench", nil)
+	scoped := requestTimes(ctx, b, g, http.MethodGet, "/echo", hosted(creds), 200)
+	skipped := requestTimes(ctx, b, g, http.MethodGet, "/.well-known/acme-challenge/bench", hosted(nil), 200)
 	prune(ctx, b, nil)
 
 	p := func(d []time.Duration, q int) float64 { return harness.Ms(harness.Percentile(d, q)) }
@@ -103,7 +72,7 @@ func BenchmarkBasicAuth(b *testing.B) {
 	fmt.Print(table)
 	writeEnvoyReport(b, "basicauth", "## What basicAuth adds to a request\n\nBenchmarkBasicAuth. "+
 		"Each request is a GET of the loopback backend's /echo through the gateway (or /.well-known/acme-challenge/bench for the opted-out row), one after the other over one kept-alive connection, timed at the client "+
-		"from the request's start to the end of the response body; the first "+fmt.Sprint(benchAuthWarmup)+" of each row are not timed. "+
+		"from the request's start to the end of the response body; the first "+fmt.Sprint(benchWarmup)+" of each row are not timed. "+
 		"The checked rows carry a valid user's Authorization ({SHA}: one SHA-1 of the password per request).\n\n"+
 		fmt.Sprintf("- Date: %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))+table)
 }

@@ -23,12 +23,12 @@ func BenchmarkCSRF(b *testing.B) {
 	}
 	origin := map[string]string{"Origin": "http://" + benchHost}
 	apply("")
-	none := measureFilter(ctx, b, g, http.MethodPost, "/echo", origin)
+	none := requestTimes(ctx, b, g, http.MethodPost, "/echo", hosted(origin), 200)
 	apply("csrf:\n  additionalOrigins:\n  - suffix: .example.com\n")
-	plain := measureFilter(ctx, b, g, http.MethodPost, "/echo", origin)
+	plain := requestTimes(ctx, b, g, http.MethodPost, "/echo", hosted(origin), 200)
 	apply("csrf:\n  additionalOrigins:\n  - suffix: .example.com\n  skip:\n    paths: [/webhooks]\n")
-	scoped := measureFilter(ctx, b, g, http.MethodPost, "/echo", origin)
-	skipped := measureFilter(ctx, b, g, http.MethodPost, "/webhooks/bench", origin)
+	scoped := requestTimes(ctx, b, g, http.MethodPost, "/echo", hosted(origin), 200)
+	skipped := requestTimes(ctx, b, g, http.MethodPost, "/webhooks/bench", hosted(origin), 200)
 	prune(ctx, b, nil)
 
 	p := func(d []time.Duration, q int) float64 { return harness.Ms(harness.Percentile(d, q)) }
@@ -43,6 +43,6 @@ func BenchmarkCSRF(b *testing.B) {
 	fmt.Print(table)
 	writeEnvoyReport(b, "csrf", "## What csrf adds to a request\n\nBenchmarkCSRF. "+
 		"Each request is a POST without a body to the loopback backend's /echo through the gateway (or /webhooks/bench for the opted-out row), with an Origin of the request's own host, one after the other over one kept-alive connection, timed at the client "+
-		"from the request's start to the end of the response body; the first "+fmt.Sprint(benchAuthWarmup)+" of each row are not timed.\n\n"+
+		"from the request's start to the end of the response body; the first "+fmt.Sprint(benchWarmup)+" of each row are not timed.\n\n"+
 		fmt.Sprintf("- Date: %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))+table)
 }

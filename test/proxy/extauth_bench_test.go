@@ -2,19 +2,11 @@ package proxy
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/globalconfig/globalconfig/test/harness"
-)
-
-// benchAuthRequests is how many requests each row of the extAuth
-// benchmark times, after benchAuthWarmup untimed ones.
-const (
-	benchAuthRequests = 1000
-	benchAuthWarmup   = 100
 )
 
 // BenchmarkExtAuthLatency measures, at the newest real Envoy gateway, what
@@ -28,36 +20,13 @@ func BenchmarkExtAuthLatency(b *testing.B) {
 	ctx := setup(b)
 	authMesh(ctx, b)
 	g := newest
-	keepAlive := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
 	measure := func(path string, headers map[string]string) []time.Duration {
 		b.Helper()
-		var out []time.Duration
-		for i := range benchAuthWarmup + benchAuthRequests {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url(path), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			req.Host = appHost
-			for k, v := range headers {
-				req.Header.Set(k, v)
-			}
-			start := time.Now()
-			resp, err := keepAlive.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			took := time.Since(start)
-			if resp.StatusCode != 200 {
-				b.Fatalf("GET %s: status %d", path, resp.StatusCode)
-			}
-			if i >= benchAuthWarmup {
-				out = append(out, took)
-			}
+		h := map[string]string{"Host": appHost}
+		for k, v := range headers {
+			h[k] = v
 		}
-		keepAlive.CloseIdleConnections()
-		return out
+		return requestTimes(ctx, b, g, http.MethodGet, path, h, 200)
 	}
 	creds := map[string]string{"Authorization": basic(), "x-ext-authz": "allow"}
 	apply := func(doc string) {
@@ -78,7 +47,7 @@ func BenchmarkExtAuthLatency(b *testing.B) {
 	row := func(what string, d []time.Duration) string {
 		return fmt.Sprintf("| %s | %.2f ms | %.2f ms | %+.2f ms | %+.2f ms |\n", what, p(d, 50), p(d, 99), p(d, 50)-p(none, 50), p(d, 99)-p(none, 99))
 	}
-	table := fmt.Sprintf("| request through the gateway (Envoy %s, %d requests each) | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", g.Binary.Version, benchAuthRequests) +
+	table := fmt.Sprintf("| request through the gateway (Envoy %s, %d requests each) | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", g.Binary.Version, benchRequests) +
 		row("no extAuth", none) +
 		row("extAuth, checked by oauth2-proxy over HTTP (basic auth)", http1) +
 		row("extAuth, checked by Istio's sample ext_authz over gRPC", grpc) +
@@ -89,7 +58,7 @@ func BenchmarkExtAuthLatency(b *testing.B) {
 	fmt.Print(table)
 	writeEnvoyReport(b, "extauth", "## What the extAuth check adds to a request\n\nBenchmarkExtAuthLatency. "+
 		"Each request is a GET of the loopback backend through the gateway (its /echo, or /.well-known/acme-challenge/bench for the opted-out row), one after the other over one kept-alive connection, timed at the client "+
-		"from the request's start to the end of the response body; the first "+fmt.Sprint(benchAuthWarmup)+" of each row are not timed. "+
+		"from the request's start to the end of the response body; the first "+fmt.Sprint(benchWarmup)+" of each row are not timed. "+
 		"The auth services run on the same machine as the gateway and the backend: the figures are the proxy's and the services' own work, not a network's. "+
 		"oauth2-proxy checks the basic auth against an htpasswd entry ({SHA}); a bcrypt entry, or a cookie session, costs it more.\n\n"+
 		fmt.Sprintf("- Date: %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))+table)
