@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -221,19 +220,7 @@ func TestGlobalRateLimitEdit(t *testing.T) {
 func BenchmarkGlobalRateLimit(b *testing.B) {
 	ctx := setup(b)
 	const n = 400
-	measure := func() []time.Duration {
-		out := make([]time.Duration, 0, n)
-		for range n {
-			start := time.Now()
-			r, err := get(ctx, newest.url("/echo"), nil)
-			if err != nil || r.status != 200 {
-				b.Fatalf("GET: %v %v", err, r)
-			}
-			out = append(out, time.Since(start))
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-		return out
-	}
+	measure := func() []time.Duration { return getTimes(ctx, b, "/echo", 0, n) }
 	q := func(d []time.Duration, p float64) time.Duration { return d[int(p*float64(len(d)-1))] }
 	mustACK(ctx, b, rendered(b, ""))
 	without := measure()

@@ -23,18 +23,7 @@ func BenchmarkAdmissionControl(b *testing.B) {
 		// first ones after a listener update meet the draining one.
 		warm = 50
 	)
-	measure := func(into *[]time.Duration) {
-		for i := range warm + n {
-			start := time.Now()
-			r, err := get(ctx, newest.url("/echo"), nil)
-			if err != nil || r.status != 200 {
-				b.Fatalf("GET /echo: %v %v", err, r)
-			}
-			if i >= warm {
-				*into = append(*into, time.Since(start))
-			}
-		}
-	}
+	measure := func(into *[]time.Duration) { *into = append(*into, getTimes(ctx, b, "/echo", warm, n)...) }
 	sets := []struct {
 		name, doc string
 		took      []time.Duration

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +80,25 @@ func requestTimes(ctx context.Context, b *testing.B, g *gw, method, path string,
 func latencyRow(what string, d, none []time.Duration) string {
 	p := func(d []time.Duration, q int) float64 { return harness.Ms(harness.Percentile(d, q)) }
 	return fmt.Sprintf("| %s | %.2f ms | %.2f ms | %+.2f ms | %+.2f ms |\n", what, p(d, 50), p(d, 99), p(d, 50)-p(none, 50), p(d, 99)-p(none, 99))
+}
+
+// getTimes sends warm+n GETs of path to the newest gateway one after the
+// other with get (the test client's own connections), and returns the
+// times of the last n, sorted, each from the request's start to the end
+// of its response body. Every answer must be 200.
+func getTimes(ctx context.Context, b *testing.B, path string, warm, n int) []time.Duration {
+	b.Helper()
+	out := make([]time.Duration, 0, n)
+	for i := range warm + n {
+		start := time.Now()
+		r, err := get(ctx, newest.url(path), nil)
+		if err != nil || r.status != 200 {
+			b.Fatalf("GET %s: %v %v", path, err, r)
+		}
+		if i >= warm {
+			out = append(out, time.Since(start))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
