@@ -7,10 +7,9 @@ import (
 	"testing"
 
 	istiofake "istio.io/client-go/pkg/clientset/versioned/fake"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/canary"
+	"github.com/globalconfig/globalconfig/test/fakekube"
 )
 
 // stagedCanaryDoc is doc under a rollout across clusters a (the home
@@ -23,19 +22,7 @@ func stagedCanaryDoc(doc string) string {
 // content hash of the spec.
 func contents(t *testing.T, c *istiofake.Clientset) map[string]string {
 	t.Helper()
-	list, err := c.NetworkingV1alpha3().EnvoyFilters("").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, ef := range list.Items {
-		h, err := envoyfilter.SpecHash(&ef.Spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[ef.Name] = h
-	}
-	return out
+	return fakekube.LiveIn(t, c, "")
 }
 
 // TestStagedCanaryGivesTheFirstStagesCanariesOnly: under strategy Canary

@@ -122,7 +122,14 @@ func (c *Cluster) Deliver(t testing.TB) {
 // namespace, by name.
 func (c *Cluster) Live(t testing.TB, namespace string) map[string]string {
 	t.Helper()
-	list, err := c.Istio.NetworkingV1alpha3().EnvoyFilters(namespace).List(context.Background(), metav1.ListOptions{})
+	return LiveIn(t, c.Istio, namespace)
+}
+
+// LiveIn returns the content hashes of the EnvoyFilters istio holds in
+// namespace ("" for every namespace), by name.
+func LiveIn(t testing.TB, istio *istiofake.Clientset, namespace string) map[string]string {
+	t.Helper()
+	list, err := istio.NetworkingV1alpha3().EnvoyFilters(namespace).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -313,16 +313,7 @@ func TestStagesStopAtANACK(t *testing.T) {
 	})
 	// A hand-written EnvoyFilter in a that Envoy refuses once the rate
 	// limit filter is there: only a's gateway NACKs the change.
-	poison, err := harness.PoisonAfterRateLimit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteA.Apply(ctx, poison); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = siteA.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Delete(context.Background(), poison.Metadata.Name, metav1.DeleteOptions{})
-	})
+	poisonA(ctx, t)
 	before := managed(ctx, t, siteB)
 	stop := watchManaged(ctx, t, siteB)
 	putConfig(ctx, t, base+limitOf3)
@@ -490,4 +481,21 @@ func TestStagesStopAtBrokenTraffic(t *testing.T) {
 	if n, ok := l.Count(siteA.Name, http.StatusRequestEntityTooLarge), l.Count(siteA.Name, http.StatusOK); n != 0 || ok == 0 {
 		t.Errorf("after the roll back a's gateway answered %d × 413 and %d × 200", n, ok)
 	}
+}
+
+// poisonA applies, in cluster a only, a hand-written EnvoyFilter that
+// Envoy refuses once the rate limit filter is in the chain, removed when
+// the test ends: a's gateways NACK a change that adds localRateLimit.
+func poisonA(ctx context.Context, t *testing.T) {
+	t.Helper()
+	poison, err := harness.PoisonAfterRateLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := siteA.Apply(ctx, poison); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = siteA.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Delete(context.Background(), poison.Metadata.Name, metav1.DeleteOptions{})
+	})
 }

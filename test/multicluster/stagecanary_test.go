@@ -188,16 +188,7 @@ func TestStageCanaryNACKStopsTheRollout(t *testing.T) {
 		r := st.ClusterRollout
 		return st.State == status.Applied && onlyGzip(st) && holds(st, "a", "b") && syncedIn(st, "a", "b") && st.Rollout.Selected == 4 && (r == nil || r.Phase == canary.Complete)
 	})
-	poison, err := harness.PoisonAfterRateLimit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteA.Apply(ctx, poison); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = siteA.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Delete(context.Background(), poison.Metadata.Name, metav1.DeleteOptions{})
-	})
+	poisonA(ctx, t)
 	stop := watchManaged(ctx, t, siteB)
 	putConfig(ctx, t, base+limitOf3)
 	var st *status.Status
