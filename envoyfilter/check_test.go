@@ -110,7 +110,7 @@ func TestMergeIsValidatedOntoABase(t *testing.T) {
 }
 
 // compression is where the tests place their gzip filter.
-var compression = envoyfilter.Placement{Priority: 50, Insert: envoyfilter.StageCompression.Insert}
+var compression = envoyfilter.Placement{Priority: 60, Insert: envoyfilter.StageCompression.Insert}
 
 // An inserted HTTP filter goes where its stage says, not where the item
 // would put it.

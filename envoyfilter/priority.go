@@ -13,7 +13,7 @@ import networking "istio.io/api/networking/v1alpha3"
 // the chain in slot order: an item inserted before the router by a later
 // EnvoyFilter sits closer to the router, and one inserted first by a later
 // EnvoyFilter sits closer to the front, so At counts up for the one and
-// down for the other. A stage has StageWidth slots.
+// down for the other. A stage has Width slots.
 //
 // Where a filter stands is what it does. Requests pass the HTTP filters in
 // chain order; responses pass them in reverse. So a filter at the front
@@ -25,6 +25,11 @@ type Stage struct {
 	Priority int32
 	// Insert is where the stage's new HTTP filters go.
 	Insert Position
+	// Width is how many slots the stage has: priorities Priority to
+	// Priority+Width-1. Stages don't overlap, and the last ends below
+	// 100, so a hand-written EnvoyFilter of priority 100 or more (the
+	// usual "after everything" value) is applied after every item.
+	Width int
 }
 
 // Position is where an inserted HTTP filter goes: Operation relative to
@@ -43,9 +48,6 @@ func (at Position) Descending() bool {
 	return at.Operation == networking.EnvoyFilter_Patch_INSERT_FIRST
 }
 
-// StageWidth is the priority gap between stages: the slots of a stage.
-const StageWidth = 10
-
 // At is the placement of slot slot of the stage: slot 0 is the first of
 // the stage's filters in the chain. An item declares its slot by what it
 // does there (items.Registration.Slot), so its priority never depends on
@@ -56,7 +58,7 @@ const StageWidth = 10
 func (st Stage) At(slot int) Placement {
 	p := st.Priority + int32(slot)
 	if st.Insert.Descending() {
-		p = st.Priority + StageWidth - 1 - int32(slot)
+		p = st.Priority + int32(st.Width) - 1 - int32(slot)
 	}
 	return Placement{Priority: p, Insert: st.Insert}
 }
@@ -73,11 +75,11 @@ var (
 	// StageConnection: listener, HCM and cluster protocol settings
 	// (timeouts, buffer limits, HTTP/2). Applied first, so later items
 	// merge onto settled connection options.
-	StageConnection = Stage{Name: "connection", Priority: 10, Insert: beforeRouter}
+	StageConnection = Stage{Name: "connection", Priority: 10, Insert: beforeRouter, Width: 10}
 	// StageHeaders: header manipulation and router options.
-	StageHeaders = Stage{Name: "headers", Priority: 20, Insert: beforeRouter}
+	StageHeaders = Stage{Name: "headers", Priority: 20, Insert: beforeRouter, Width: 10}
 	// StageObservability: tracing and access logs, merged into the HCM.
-	StageObservability = Stage{Name: "observability", Priority: 30, Insert: beforeRouter}
+	StageObservability = Stage{Name: "observability", Priority: 30, Insert: beforeRouter, Width: 10}
 	// StageTrafficPolicy: filters that refuse requests themselves (access
 	// by address, authorization by an auth service, rate limits, body
 	// size). At the front of the chain, behind only the compressors: a
@@ -87,17 +89,17 @@ var (
 	// (2) refuse before anything costs a call; the auth service (3) before
 	// the rate limits (4, 5), which may key on what it sets; the body
 	// buffer (7) last, so a request over a limit is refused before its
-	// body is buffered. The free slots between them (docs/reference.md's
-	// stage table lists them) are left on purpose: slot 1, before the
-	// address lists, is where a filter that answers before any of them
-	// goes (a load balancer's health check, which no limit should count).
-	StageTrafficPolicy = Stage{Name: "trafficPolicy", Priority: 40, Insert: first}
+	// body is buffered; load shedding (9) behind every refusal, so it
+	// measures the services alone. Slots 10 to 19 are free: they stand
+	// after all of these, closer to the router, where a filter that shapes
+	// what the policy filters let through goes (a bandwidth limit).
+	StageTrafficPolicy = Stage{Name: "trafficPolicy", Priority: 40, Insert: first, Width: 20}
 	// StageCompression: response compressors. At the very front of the
 	// chain (applied last of the inserting stages), so they see each
 	// response last: after every other filter, WasmPlugins and Istio's
 	// own included, has read or changed the body, and after local replies
 	// (429, 413) were made. Nothing after them sees a compressed body.
-	StageCompression = Stage{Name: "compression", Priority: 50, Insert: first}
+	StageCompression = Stage{Name: "compression", Priority: 60, Insert: first, Width: 10}
 )
 
 // Stages lists every stage in order.

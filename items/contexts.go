@@ -190,7 +190,7 @@ func ContextTable() string {
 		fmt.Fprintf(&b, " %s | %s |\n", where, why)
 	}
 	for _, st := range envoyfilter.Stages() {
-		for slot := range envoyfilter.StageWidth {
+		for slot := range st.Width {
 			for _, r := range All() {
 				if r.Stage.Name != st.Name || r.Slot != slot {
 					continue

@@ -48,7 +48,7 @@ type Registration struct {
 	// it decides the EnvoyFilter's priority range and where inserted HTTP
 	// filters go.
 	Stage envoyfilter.Stage
-	// Slot is the item's place in its stage, 0 to StageWidth-1, chosen
+	// Slot is the item's place in its stage, 0 to its stage's Width-1, chosen
 	// for what it does there: slot 0's filters come first in the chain.
 	// No two items share a slot; the priority follows from the slot alone
 	// (Stage.At), so adding or renaming an item never moves another.
@@ -126,8 +126,8 @@ func Register(r Registration) {
 	if _, dup := registry[r.Name]; dup {
 		panic(fmt.Sprintf("items: %q registered twice", r.Name))
 	}
-	if r.Slot < 0 || r.Slot >= envoyfilter.StageWidth {
-		panic(fmt.Sprintf("items: %q: slot %d of stage %s is not between 0 and %d", r.Name, r.Slot, r.Stage.Name, envoyfilter.StageWidth-1))
+	if r.Slot < 0 || r.Slot >= r.Stage.Width {
+		panic(fmt.Sprintf("items: %q: slot %d of stage %s is not between 0 and %d", r.Name, r.Slot, r.Stage.Name, r.Stage.Width-1))
 	}
 	if r.Purpose == "" {
 		panic(fmt.Sprintf("items: %q has no Purpose for its slot", r.Name))
@@ -158,7 +158,7 @@ func FreeSlots(st envoyfilter.Stage) []int {
 // freeSlots is FreeSlots with mu held.
 func freeSlots(st envoyfilter.Stage) []int {
 	var free []int
-	for slot := range envoyfilter.StageWidth {
+	for slot := range st.Width {
 		taken := false
 		for _, r := range registry {
 			taken = taken || (r.Stage.Name == st.Name && r.Slot == slot)

@@ -97,7 +97,7 @@ func TestPlacement(t *testing.T) {
 		items.Register(items.Registration{Name: "test-slot-2", Stage: st, Slot: 7, Purpose: "tests", Where: "tests", New: fakeItem})
 	})
 	mustPanic(t, "not between 0 and 9", func() {
-		items.Register(items.Registration{Name: "test-slot-3", Stage: st, Slot: envoyfilter.StageWidth, Purpose: "tests", Where: "tests", New: fakeItem})
+		items.Register(items.Registration{Name: "test-slot-3", Stage: st, Slot: st.Width, Purpose: "tests", Where: "tests", New: fakeItem})
 	})
 	mustPanic(t, "no Purpose", func() {
 		items.Register(items.Registration{Name: "test-slot-4", Stage: st, Slot: 8, New: fakeItem})

@@ -62,7 +62,7 @@ func StageTable() string {
 	b.WriteString("| stage | priorities | HTTP filters go | slot: item, what it does there | free slots (priority) |\n|---|---|---|---|---|\n")
 	for _, st := range envoyfilter.Stages() {
 		var slots, free []string
-		for slot := range envoyfilter.StageWidth {
+		for slot := range st.Width {
 			for _, r := range All() {
 				if r.Stage.Name == st.Name && r.Slot == slot {
 					slots = append(slots, fmt.Sprintf("%d: `%s`, %s (priority %d)", slot, r.Name, r.Purpose, r.Placement().Priority))
@@ -76,7 +76,7 @@ func StageTable() string {
 		if st.Insert.Descending() {
 			where = "to the front of the chain"
 		}
-		fmt.Fprintf(&b, "| `%s` | %d–%d | %s | %s | %s |\n", st.Name, st.Priority, st.Priority+envoyfilter.StageWidth-1, where, strings.Join(slots, "<br>"), strings.Join(free, ", "))
+		fmt.Fprintf(&b, "| `%s` | %d–%d | %s | %s | %s |\n", st.Name, st.Priority, st.Priority+int32(st.Width)-1, where, strings.Join(slots, "<br>"), strings.Join(free, ", "))
 	}
 	return b.String()
 }
@@ -86,7 +86,7 @@ func StageTable() string {
 func ItemList() string {
 	var names []string
 	for _, st := range envoyfilter.Stages() {
-		for slot := range envoyfilter.StageWidth {
+		for slot := range st.Width {
 			for _, r := range All() {
 				if r.Stage.Name == st.Name && r.Slot == slot {
 					names = append(names, "`"+r.Name+"`")

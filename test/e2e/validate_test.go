@@ -784,7 +784,7 @@ func checkChain(t *testing.T, what string, l *listenerv3.Listener, fc *listenerv
 		}
 		si := slices.IndexFunc(stages, func(s envoyfilter.Stage) bool {
 			p := in.ef.spec.GetPriority()
-			return s.Priority <= p && p < s.Priority+envoyfilter.StageWidth
+			return s.Priority <= p && p < s.Priority+int32(s.Width)
 		})
 		if si < 0 {
 			t.Errorf("%s: priority %d is in no stage of envoyfilter.Stages()", in.ef.name, in.ef.spec.GetPriority())
