@@ -1,9 +1,3 @@
-// Package items is the registry of global-document items and the contract
-// each item implements.
-//
-// An item is one top-level key of the global document ("tracing", "gzip").
-// Each lives in its own package under items/, registers itself from init()
-// and is linked into the binary by a blank import in items/all.
 package items
 
 import (
