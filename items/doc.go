@@ -98,6 +98,15 @@
 // for a header an item sets; RequireSomething refuses an enabled section
 // that sets nothing besides enable.
 //
+// # Target
+//
+// An item never reads the document's target: the document takes an
+// item's own target out of its section and merges it over the top-level
+// one, and the renderer gives each patch its context and proxy version
+// from that, and runs every value through envoyfilter.Check. Golden
+// outputs (test/goldentest) are rendered with only their item linked, so
+// adding an item changes no other item's outputs.
+//
 // # Registration
 //
 // Register panics, at init, on an empty or duplicate name, a missing

@@ -267,7 +267,9 @@ type Warner interface {
 // releases with match.proxy.proxyVersion. When a setting can't be put
 // into effect on r at all, BuildFor returns a *fielderr.Error with the
 // path of that setting, relative to the section; the renderer adds the
-// releases it fails for.
+// releases it fails for; its message is NeedsMsg(v), v the oldest Envoy
+// that has the setting. Build returns BuildFor(envoyfilter.Newest()), and
+// BuildFor picks each field's shape with r.Envoy.AtLeast(v).
 //
 // An item with a Versioned field declares it in Registration.Needs, so
 // `globalconfig items` and docs/versions.md can show it; `make compat` checks
