@@ -117,4 +117,8 @@
 // name in kebab case (localRateLimit → globalconfig-local-rate-limit).
 // Registration.TopLevel maps a key Higress keeps at the top of its
 // document to one of the item's (headers: disableXEnvoyHeaders).
+// Registration.Provides names the Envoy capabilities the item emits, so
+// that a converter's verdict that called one missing names the item
+// instead (pkg/convert/gap); Register panics on a name the binary's Envoy
+// API lacks or a setting the section lacks.
 package items
