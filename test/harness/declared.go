@@ -1,0 +1,30 @@
+package harness
+
+import (
+	"os"
+	"testing"
+)
+
+// The environment test/proxy's TestDeclaredTraffic gives a declared Go
+// test (a traffic.yaml case's goTest), which it runs as a subprocess once
+// the case's document is in effect at a gateway.
+const (
+	// EnvProxyURL is the gateway's plaintext base URL, such as
+	// http://127.0.0.11:8080: a path is appended to it.
+	EnvProxyURL = "GLOBALCONFIG_PROXY_URL"
+	// EnvProxyEnvoy is that gateway's Envoy release, such as 1.40.0.
+	EnvProxyEnvoy = "GLOBALCONFIG_PROXY_ENVOY"
+)
+
+// DeclaredProxy returns the gateway a declared Go test runs against: its
+// base URL and its Envoy release. Outside test/proxy's runner (the unit
+// phase of make test, or go test ./items/<pkg>) the variables are unset
+// and the test is skipped; the runner itself refuses a goTest that skips.
+func DeclaredProxy(t testing.TB) (url, envoy string) {
+	t.Helper()
+	url, envoy = os.Getenv(EnvProxyURL), os.Getenv(EnvProxyEnvoy)
+	if url == "" || envoy == "" {
+		t.Skipf("a declared goTest: it runs at a real gateway only from test/proxy's TestDeclaredTraffic, which sets %s and %s", EnvProxyURL, EnvProxyEnvoy)
+	}
+	return url, envoy
+}
