@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/globalconfig/globalconfig/test/harness"
+	"github.com/globalconfig/globalconfig/test/harness/declared"
 )
 
 // fetch GETs url without letting the client decompress anything.
@@ -40,7 +40,7 @@ func fetch(t *testing.T, url, acceptEncoding string) (*http.Response, []byte) {
 // gets, which traffic.yaml's sizes alone can't say. Skipped outside
 // test/proxy's runner.
 func TestCompressedBodyDecodesToTheSameBytes(t *testing.T) {
-	url, envoy := harness.DeclaredProxy(t)
+	url, envoy := declared.Proxy(t)
 	const path = "/text?n=65536"
 	plainResp, plain := fetch(t, url+path, "")
 	if plainResp.StatusCode != http.StatusOK || plainResp.Header.Get("Content-Encoding") != "" || len(plain) != 65536 {

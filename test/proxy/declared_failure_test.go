@@ -58,7 +58,10 @@ func TestDeclaredFailuresAreReported(t *testing.T) {
 	ctx := setup(t)
 	base := measureBaseline(ctx, t, c, doc)
 	use(ctx, t, string(doc))
-	fixtures := filepath.Join(harness.RepoRoot(), "test", "proxy", "testdata", "declaredgotest")
+	bin, err := buildGoTest(ctx, filepath.Join(harness.RepoRoot(), "test", "proxy", "testdata", "declaredgotest"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	each(t, func(t *testing.T, g *gw) {
 		v := regexp.QuoteMeta(g.Binary.Version)
 		const s = `(\d+\.\d{3})s`
@@ -91,7 +94,7 @@ func TestDeclaredFailuresAreReported(t *testing.T) {
 			t.Logf("refused as it should be: %s", got[i])
 		}
 
-		if _, err := runGoTest(ctx, fixtures, "TestFixturePasses", g); err != nil {
+		if _, err := bin.run(ctx, "TestFixturePasses", g); err != nil {
 			t.Errorf("a goTest that passes at the gateway is refused: %v", err)
 		}
 		for name, want := range map[string]string{
@@ -99,12 +102,12 @@ func TestDeclaredFailuresAreReported(t *testing.T) {
 			"TestFixtureFails":   `failed:\n(.|\n)*deliberate failure at Envoy ` + v + `: GET /status\?code=418 answered 418`,
 			"TestFixtureMissing": `did not run, which proves nothing`,
 		} {
-			_, err := runGoTest(ctx, fixtures, name, g)
+			_, err := bin.run(ctx, name, g)
 			if err == nil {
 				t.Errorf("goTest %s is accepted", name)
 				continue
 			}
-			if !regexp.MustCompile(`^goTest ` + name + ` \(go test -run '\^` + name + `\$' \./test/proxy/testdata/declaredgotest, [\d.]+s\) ` + want).MatchString(err.Error()) {
+			if !regexp.MustCompile(`^goTest ` + name + ` \(\./test/proxy/testdata/declaredgotest, [\d.]+s\) ` + want).MatchString(err.Error()) {
 				t.Errorf("goTest %s refused with:\n%v\nwant it to say %q", name, err, want)
 				continue
 			}

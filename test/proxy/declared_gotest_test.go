@@ -13,37 +13,72 @@ import (
 	"time"
 
 	"github.com/globalconfig/globalconfig/test/harness"
+	"github.com/globalconfig/globalconfig/test/harness/declared"
 )
 
-// goTestTimeout bounds one declared goTest: its build (a link, with the
-// build cache warm) and its run.
+// goTestTimeout bounds each step of a declared goTest: the build of its
+// package's test binary (a link, with the build cache warm), and each run.
 const goTestTimeout = 3 * time.Minute
 
-// testEvent is one line of go test -json (cmd/test2json's TestEvent).
+// goTestBinary is an item package's test binary, built once for a case
+// and run at each gateway.
+type goTestBinary struct {
+	path   string        // the binary
+	pkgDir string        // the package's folder, where it runs (as go test runs it)
+	pkg    string        // ./items/<pkg>, for messages
+	build  time.Duration // how long go test -c took
+}
+
+// buildGoTest builds the test binary of the package in pkgDir into dir
+// (go test -c, with the race detector when this suite has it, so that
+// the build reuses this suite's compiled packages).
+func buildGoTest(ctx context.Context, pkgDir, dir string) (*goTestBinary, error) {
+	root := harness.RepoRoot()
+	rel, err := filepath.Rel(root, pkgDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &goTestBinary{path: filepath.Join(dir, filepath.Base(pkgDir)+".test"), pkgDir: pkgDir, pkg: "./" + filepath.ToSlash(rel)}
+	args := []string{"test", "-c", "-o", b.path}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	ctx, cancel := context.WithTimeout(ctx, goTestTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", append(args, b.pkg)...)
+	cmd.Dir = root
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	b.build = time.Since(start)
+	if err != nil {
+		return nil, fmt.Errorf("go test -c %s: %w\n%s", b.pkg, err, out)
+	}
+	if _, err := os.Stat(b.path); err != nil {
+		return nil, fmt.Errorf("go test -c %s wrote no test binary (a package without test files?): %w", b.pkg, err)
+	}
+	return b, nil
+}
+
+// testEvent is one line of test2json's output (cmd/test2json's TestEvent).
 type testEvent struct {
 	Action string
 	Test   string
 	Output string
 }
 
-// runGoTest runs the test function name of the package in pkgDir as a
-// subprocess, go test -count=1 -run '^name$' -json, with the gateway's
-// base URL and Envoy release in harness.EnvProxyURL and
-// harness.EnvProxyEnvoy. It returns nil only when that test ran and
-// passed: a skip, a test that never ran (no such test, a build failure)
-// and a failure are refused, with the test's output. took is how long the
-// subprocess ran, its build included.
-func runGoTest(ctx context.Context, pkgDir, name string, g *gw) (took time.Duration, err error) {
-	root := harness.RepoRoot()
-	rel, err := filepath.Rel(root, pkgDir)
-	if err != nil {
-		return 0, err
-	}
+// run runs the test function name of the binary's package at g, as go
+// test -count=1 -run '^name$' -json would, with the gateway's base URL and
+// Envoy release in declared.EnvProxyURL and declared.EnvProxyEnvoy. It
+// returns nil only when that test ran and passed: a skip, a test that
+// never ran (no test of that name) and a failure are refused, with the
+// test's output. took is how long the run took.
+func (b *goTestBinary) run(ctx context.Context, name string, g *gw) (took time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, goTestTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-timeout", goTestTimeout.String(), "-run", "^"+name+"$", "-json", "./"+filepath.ToSlash(rel))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), harness.EnvProxyURL+"="+g.url(""), harness.EnvProxyEnvoy+"="+g.Binary.Version)
+	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", "-t", b.path,
+		"-test.v=test2json", "-test.count=1", "-test.timeout="+goTestTimeout.String(), "-test.run=^"+name+"$")
+	cmd.Dir = b.pkgDir
+	cmd.Env = append(os.Environ(), declared.EnvProxyURL+"="+g.url(""), declared.EnvProxyEnvoy+"="+g.Binary.Version)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -53,7 +88,7 @@ func runGoTest(ctx context.Context, pkgDir, name string, g *gw) (took time.Durat
 		ran    bool
 		result string
 		output strings.Builder // the test's own lines
-		other  strings.Builder // the package's (build errors, no tests to run)
+		other  strings.Builder // the binary's (no tests to run, a panic before any test)
 	)
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
@@ -70,24 +105,24 @@ func runGoTest(ctx context.Context, pkgDir, name string, g *gw) (took time.Durat
 			result = ev.Action
 		case ev.Action == "output" && (ev.Test == name || strings.HasPrefix(ev.Test, name+"/")):
 			output.WriteString(ev.Output)
-		case ev.Action == "output" || ev.Action == "build-output":
+		case ev.Action == "output":
 			other.WriteString(ev.Output)
 		}
 	}
-	what := fmt.Sprintf("goTest %s (go test -run '^%s$' ./%s, %.1fs)", name, name, filepath.ToSlash(rel), took.Seconds())
+	what := fmt.Sprintf("goTest %s (%s, %.1fs)", name, b.pkg, took.Seconds())
 	switch {
 	case !ran:
-		exit := "go test passed"
+		exit := "the binary passed"
 		if runErr != nil {
 			exit = runErr.Error()
 		}
-		return took, fmt.Errorf("%s did not run, which proves nothing (no test of that name, or the package does not build; %s):\n%s%s", what, exit, other.String(), stderr.String())
+		return took, fmt.Errorf("%s did not run, which proves nothing (no test of that name; %s):\n%s%s", what, exit, other.String(), stderr.String())
 	case result == "skip":
 		return took, fmt.Errorf("%s skipped, which proves nothing: a declared goTest must run at the gateway:\n%s", what, output.String())
 	case result != "pass":
 		return took, fmt.Errorf("%s failed:\n%s%s", what, output.String(), stderr.String())
 	case runErr != nil:
-		return took, fmt.Errorf("%s passed, but go test failed: %w\n%s%s", what, runErr, other.String(), stderr.String())
+		return took, fmt.Errorf("%s passed, but its binary failed: %w\n%s%s", what, runErr, other.String(), stderr.String())
 	}
 	return took, nil
 }

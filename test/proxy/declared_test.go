@@ -40,7 +40,7 @@ type trafficCase struct {
 	// GoTest names a test function of the item's own package
 	// (items/<pkg>/*_test.go), run as a subprocess at each gateway once
 	// the document is in effect there and the requests passed: for what
-	// data can't say. It reads the gateway with harness.DeclaredProxy.
+	// data can't say. It reads the gateway with declared.Proxy (test/harness/declared).
 	GoTest string `json:"goTest"`
 }
 
@@ -308,23 +308,30 @@ func runCase(ctx context.Context, t *testing.T, c declaredCase) {
 	if c.needsBaseline() {
 		base = measureBaseline(ctx, t, c, doc)
 	}
+	var bin *goTestBinary
+	if c.GoTest != "" {
+		if bin, err = buildGoTest(ctx, c.pkgDir(), t.TempDir()); err != nil {
+			t.Fatalf("%s/%s: goTest %s: %v", c.pkg, c.Name, c.GoTest, err)
+		}
+		t.Logf("goTest %s: %s built in %.1fs", c.GoTest, bin.pkg, bin.build.Seconds())
+	}
 	use(ctx, t, string(doc))
 	each(t, func(t *testing.T, g *gw) {
 		for _, msg := range c.requestsAt(ctx, g, base[g]) {
 			t.Error(msg)
 		}
-		if c.GoTest == "" {
+		if bin == nil {
 			return
 		}
 		if t.Failed() {
 			t.Fatalf("goTest %s not run at Envoy %s: the case's requests failed", c.GoTest, g.Binary.Version)
 		}
-		took, err := runGoTest(ctx, c.pkgDir(), c.GoTest, g)
+		took, err := bin.run(ctx, c.GoTest, g)
 		if err != nil {
 			t.Errorf("%s/%s at Envoy %s: %v", c.pkg, c.Name, g.Binary.Version, err)
 			return
 		}
-		t.Logf("goTest %s ran and passed at Envoy %s (%.1fs, its build included)", c.GoTest, g.Binary.Version, took.Seconds())
+		t.Logf("goTest %s ran and passed at Envoy %s in %.1fs", c.GoTest, g.Binary.Version, took.Seconds())
 	})
 }
 

@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/globalconfig/globalconfig/test/harness"
+	"github.com/globalconfig/globalconfig/test/harness/declared"
 )
 
 // TestFixturePasses passes when the gateway it is given serves /echo.
 func TestFixturePasses(t *testing.T) {
-	url, envoy := harness.DeclaredProxy(t)
+	url, envoy := declared.Proxy(t)
 	resp, err := http.Get(url + "/echo")
 	if err != nil {
 		t.Fatal(err)
@@ -26,14 +26,14 @@ func TestFixturePasses(t *testing.T) {
 
 // TestFixtureSkips skips at the gateway: the runner must refuse it.
 func TestFixtureSkips(t *testing.T) {
-	harness.DeclaredProxy(t)
+	declared.Proxy(t)
 	t.Skip("deliberately skipped at the gateway")
 }
 
 // TestFixtureFails fails at the gateway, naming what it saw there: the
 // runner must refuse it with this output.
 func TestFixtureFails(t *testing.T) {
-	url, envoy := harness.DeclaredProxy(t)
+	url, envoy := declared.Proxy(t)
 	resp, err := http.Get(url + "/status?code=418")
 	if err != nil {
 		t.Fatal(err)
