@@ -126,14 +126,15 @@ func TestTrafficFileChecked(t *testing.T) {
 		return "- name: c\n  requests:\n  - path: /echo\n    expect: {status: 200, " + expect + "}\n  - path: /echo\n    expect: {status: 200}\n"
 	}
 	for in, want := range map[string]string{
-		req("elapsed: {min: 2s, max: 1s}"):  `case "c": request 0: elapsed.min \(2s\) is more than elapsed.max \(1s\)`,
-		req("elapsed: {min: 2}"):            `case "c": request 0: elapsed.min is a Go duration such as 1.5s or 200ms, not "2"`,
-		req("elapsed: {max: -1s}"):          `case "c": request 0: elapsed.max must be more than 0 and at most 15s, got -1s`,
-		req("elapsed: {max: 1m}"):           `case "c": request 0: elapsed.max must be more than 0 and at most 15s, got 1m`,
-		req("elapsed: {}"):                  `case "c": request 0: elapsed needs min, max or both`,
-		req("slowerThanWithout: 0s"):        `case "c": request 0: slowerThanWithout must be more than 0`,
-		req("elapsed: {mn: 1s}"):            `unknown field "mn"`,
-		"- name: c\n":                       `case "c" has no request and no goTest`,
+		req("elapsed: {min: 2s, max: 1s}"): `case "c": request 0: elapsed.min \(2s\) is more than elapsed.max \(1s\)`,
+		req("elapsed: {min: 2}"):           `case "c": request 0: elapsed.min is a Go duration such as 1.5s or 200ms, not "2"`,
+		req("elapsed: {max: -1s}"):         `case "c": request 0: elapsed.max must be more than 0 and at most 15s, got -1s`,
+		req("elapsed: {max: 1m}"):          `case "c": request 0: elapsed.max must be more than 0 and at most 15s, got 1m`,
+		req("elapsed: {}"):                 `case "c": request 0: elapsed needs min, max or both`,
+		req("slowerThanWithout: 0s"):       `case "c": request 0: slowerThanWithout must be more than 0`,
+		req("elapsed: {mn: 1s}"):           `unknown field "mn"`,
+		"- name: c\n":                      `case "c" has no request and no goTest`,
+		"- name: c\n  requests:\n" + strings.Repeat("  - path: /echo\n    expect: {status: 200, elapsed: {max: 1s}}\n", 9): `case "c" has 9 timed requests, at most 8`,
 		"- name: c\n  goTest: TestNope\n":   `case "c": goTest TestNope: no func TestNope\(t \*testing.T\) in .*items/gzip/\*_test.go`,
 		"- name: c\n  goTest: testLower\n":  `case "c": goTest "testLower" is not a Go test function's name`,
 		"- name: c\n  goTest: TestGolden\n": ``,

@@ -143,6 +143,7 @@ func parseTraffic(path string, data []byte) ([]trafficCase, error) {
 				return nil, fmt.Errorf("%s: case %q: %w", path, c.Name, err)
 			}
 		}
+		timed := 0
 		for j, r := range c.Requests {
 			if r.Expect.Status == 0 || !strings.HasPrefix(r.Path, "/") {
 				return nil, fmt.Errorf("%s: case %q: request %d needs a path and an expected status", path, c.Name, j)
@@ -155,6 +156,12 @@ func parseTraffic(path string, data []byte) ([]trafficCase, error) {
 				return nil, fmt.Errorf("%s: case %q: request %d: %w", path, c.Name, j, err)
 			}
 			cases[i].Requests[j].Expect.timing = tm
+			if tm.any() {
+				timed++
+			}
+		}
+		if timed > maxTimedRequests {
+			return nil, fmt.Errorf("%s: case %q has %d timed requests, at most %d: each is sent %d times at each gateway; split the case", path, c.Name, timed, maxTimedRequests, timedSends)
 		}
 	}
 	return cases, nil

@@ -35,6 +35,9 @@ const (
 	// maxTimed bounds every timing expectation, under the test client's
 	// own timeout (20 s): a send never waits for longer than it.
 	maxTimed = 15 * time.Second
+	// maxTimedRequests bounds a case's timed requests: each is sent
+	// timedSends times at each gateway (and as many without the item).
+	maxTimedRequests = 8
 )
 
 // timing is a request's timing expectations, parsed; zero when unset.
