@@ -24,8 +24,7 @@ import (
 // An item proves its effect at the proxy from its own testdata: the cases
 // of items/<package>/testdata/traffic.yaml are applied to both real
 // gateways and their requests sent through them, with no Go code of the
-// item's in this suite. The format is documented in CONTRIBUTING.md;
-// timing and goTest also in test/proxy/README.md.
+// item's in this suite. The format is documented in docs/traffic-yaml.md.
 
 // TrafficFile is the name of an item's declared traffic cases.
 const TrafficFile = "traffic.yaml"
