@@ -19,7 +19,8 @@ import (
 // cluster does not list), and the cluster's managed ones are then left
 // aside; nil takes the cluster's. Errors are Fetch's (*NoProxyError,
 // *IstiodError, *DumpError), *ReleaseError when bin is not of the
-// proxy's Envoy release, *BoundError, or others wrapped.
+// proxy's Envoy release, *ClusterError when the cluster's EnvoyFilters,
+// Gateways or Services can't be listed, *BoundError, or others wrapped.
 func BlameLive(ctx context.Context, client *rollout.Client, bases []string, kube kubernetes.Interface, istio istioclient.Interface, bin *envoybin.Binary, proxy, root string, ours []Filter) (*Blame, error) {
 	cur, px, err := Fetch(ctx, client, bases, proxy)
 	if err != nil {
@@ -32,10 +33,23 @@ func BlameLive(ctx context.Context, client *rollout.Client, bases []string, kube
 	}
 	in, err := LiveInput(ctx, kube, istio, cur, px, root, nil)
 	if err != nil {
-		return nil, fmt.Errorf("blame of proxy %s: %w", proxy, err)
+		return nil, &ClusterError{Proxy: proxy, Err: err}
 	}
 	if ours != nil {
 		in.Live = ours
 	}
 	return BlameConfig(ctx, bin, in)
 }
+
+// ClusterError: the cluster's EnvoyFilters, Gateways or Services could
+// not be listed for a blame.
+type ClusterError struct {
+	Proxy string
+	Err   error
+}
+
+func (e *ClusterError) Error() string {
+	return fmt.Sprintf("blame of proxy %s: read the cluster: %v", e.Proxy, e.Err)
+}
+
+func (e *ClusterError) Unwrap() error { return e.Err }
