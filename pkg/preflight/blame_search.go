@@ -111,6 +111,23 @@ func BlameConfig(ctx context.Context, bin *envoybin.Binary, in Input) (*Blame, e
 	if err != nil {
 		return nil, err
 	}
+	if msg != "" && len(b.Inexact) > 0 {
+		// A MERGE hides the value istiod built, and the base has the
+		// field unset (a listener's address): try the base that keeps
+		// what every MERGE set, whose MERGEs are then no longer taken
+		// out.
+		inexact, kept, ok, err := s.keepMerges(in.Current)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			b.Inexact = append(inexact, fmt.Sprintf("the config without EnvoyFilters is refused with what their MERGEs set unset (%s), so the base keeps what these MERGEs set and the search never takes them out: %s", msg, strings.Join(kept, ", ")))
+			msg = ""
+			order = slices.DeleteFunc(order, func(f string) bool {
+				return !slices.ContainsFunc(s.patches, func(p Patch) bool { return p.Filter == f })
+			})
+		}
+	}
 	if msg != "" {
 		b.Outcome = BaseRejected
 		b.Rejected = msg
@@ -148,6 +165,35 @@ func BlameConfig(ctx context.Context, bin *envoybin.Binary, in Input) (*Blame, e
 	}
 	b.Inexact = append(b.Inexact, s.aborted...)
 	return b, nil
+}
+
+// keepMerges makes the base cur with only the inserts, removes and
+// replaces undone, and the search's patches those: ok when Envoy loads
+// that base. kept names the EnvoyFilters whose MERGEs stay.
+func (s *search) keepMerges(cur *Config) (inexact, kept []string, ok bool, err error) {
+	var others []Patch
+	for _, p := range s.patches {
+		if isMerge(p.op()) {
+			if !slices.Contains(kept, p.Filter) {
+				kept = append(kept, p.Filter)
+			}
+			continue
+		}
+		others = append(others, p)
+	}
+	if len(kept) == 0 {
+		return nil, nil, false, nil
+	}
+	base := cur.clone()
+	inexact = undo(base, s.kind, s.ports, others, nil, nil)
+	all, prevBase, prevTried := s.patches, s.base, s.tried
+	s.base, s.patches, s.tried = base, others, map[string]string{}
+	msg, err := s.fails(nil)
+	if err != nil || msg != "" {
+		s.base, s.patches, s.tried = prevBase, all, prevTried
+		return nil, nil, false, err
+	}
+	return inexact, kept, true, nil
 }
 
 // bounded makes the run bound's error carry the faults found so far.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
 	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	localratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
@@ -244,4 +246,44 @@ func TestBlameRelease(t *testing.T) {
 	if err := CheckRelease(&envoybin.Binary{Version: "1.39.3"}, Proxy{IstioVersion: "1.31.0"}); err != nil {
 		t.Errorf("Istio 1.31 with Envoy 1.39.3: %v", err)
 	}
+}
+
+// A MERGE whose field the base can't recover (a listener's address, set
+// by a user's EnvoyFilter that moves it) leaves a base Envoy refuses; the
+// blame then keeps what the MERGEs set in the base, says so, and still
+// finds the combination.
+func TestBlameKeepsUnrecoverableMerges(t *testing.T) {
+	bin := blameEnvoy(t)
+	px := proxyOf(t, bin)
+	st, err := envoyfilter.ToStruct(&listenerv3.Listener{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: "127.0.0.11", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8080}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := Filter{Namespace: "istio-system", Name: "user-loopback", Spec: &networking.EnvoyFilter{
+		Priority: -1000,
+		ConfigPatches: []*networking.EnvoyFilter_EnvoyConfigObjectPatch{{
+			ApplyTo: networking.EnvoyFilter_LISTENER,
+			Match: &networking.EnvoyFilter_EnvoyConfigObjectMatch{ObjectTypes: &networking.EnvoyFilter_EnvoyConfigObjectMatch_Listener{
+				Listener: &networking.EnvoyFilter_ListenerMatch{PortNumber: 8080}}},
+			Patch: &networking.EnvoyFilter_Patch{Operation: networking.EnvoyFilter_Patch_MERGE, Value: st},
+		}},
+	}}
+	in := blameInput(t, px, []Filter{localRateLimitEF(t)}, []Filter{move, anchoredHealthCheck(t)})
+	b, err := BlameConfig(context.Background(), bin, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "the combination of istio-system/user-anchored-healthcheck (not managed by globalconfig) and globalconfig's localRateLimit (istio-system/globalconfig-local-rate-limit)"
+	if got := faultNames(b); b.Outcome != Blamed || len(got) != 1 || got[0] != want {
+		t.Fatalf("outcome %s (%s), faults %q: want [%q]", b.Outcome, b.Rejected, got, want)
+	}
+	kept := false
+	for _, s := range b.Inexact {
+		kept = kept || strings.Contains(s, "the base keeps what these MERGEs set and the search never takes them out: istio-system/user-loopback")
+	}
+	if !kept {
+		t.Errorf("Inexact does not say the user's listener MERGE is kept: %q", b.Inexact)
+	}
+	t.Logf("%d runs; inexact %q", b.Runs, b.Inexact)
 }
