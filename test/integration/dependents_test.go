@@ -194,4 +194,18 @@ func TestDependents(t *testing.T) {
 	if !found {
 		t.Errorf("client-go's warnings: %q, want %q", got.all(), removal)
 	}
+
+	// The controller follows the other EnvoyFilters: deleting the user's
+	// takes it out of the status, creating it again puts it back.
+	update(docLocalRateLimit)
+	f.waitStatus(func(st *status.Status) bool { return len(st.Dependents) == 1 })
+	if err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Delete(f.ctx, user.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitStatus(func(st *status.Status) bool { return st.Dependents == nil })
+	user.ResourceVersion = ""
+	if _, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Create(f.ctx, user, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitStatus(func(st *status.Status) bool { return len(st.Dependents) == 1 && st.Dependents[0] == want })
 }
