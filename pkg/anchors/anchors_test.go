@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
@@ -248,5 +249,26 @@ func TestCompareMoved(t *testing.T) {
 	ws := anchors.Compare(before, after, []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "istio-system", ""))}, "")
 	if len(ws) != 1 || ws[0].Change != "moves" || !strings.Contains(ws[0].Detail, "silently disappears") {
 		t.Fatalf("warned %v, want a move that puts the filter out of reach", ws)
+	}
+}
+
+// A filter istiod puts in every HTTP connection manager anyway (fault,
+// cors) is not an item's, even when an item inserts one of that name:
+// an anchor on it finds istiod's without the item.
+func TestFindIstiodsOwnFilter(t *testing.T) {
+	p, err := envoyfilter.InsertHTTPFilter("envoy.filters.http.fault", &faultv3.HTTPFault{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := envoyfilter.NewObject("someItem", envoyfilter.StageTrafficPolicy.At(3), envoyfilter.DefaultTarget(), []envoyfilter.Patch{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := other(t, strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "envoy.filters.http.local_ratelimit", "envoy.filters.http.fault", 1))
+	if deps := anchors.Find([]*envoyfilter.Object{obj}, []anchors.Other{o}, ""); len(deps) != 0 {
+		t.Errorf("found %v, want none: every connection manager has a fault filter", deps)
+	}
+	if ins := anchors.Inserts([]*envoyfilter.Object{obj}); len(ins) != 0 {
+		t.Errorf("inserts %v, want none", ins)
 	}
 }
