@@ -2,6 +2,8 @@ package anchors_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -270,5 +272,53 @@ func TestFindIstiodsOwnFilter(t *testing.T) {
 	}
 	if ins := anchors.Inserts([]*envoyfilter.Object{obj}); len(ins) != 0 {
 		t.Errorf("inserts %v, want none", ins)
+	}
+}
+
+// BenchmarkCompareFullExample is what the webhook adds to the review of
+// an edit of the full example, with three EnvoyFilters of others: the
+// old document's render and the comparison.
+func BenchmarkCompareFullExample(b *testing.B) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "global-config.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cm struct{ Data map[string]string }
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		b.Fatal(err)
+	}
+	after := render.New().FromConfigMap(cm.Data).Objects
+	var others []anchors.Other
+	for _, m := range []string{
+		userHealthCheck("INSERT_AFTER", "istio-system", ""),
+		strings.Replace(userHealthCheck("INSERT_BEFORE", "team-a", "  workloadSelector: {labels: {app: web}}"), "user-anchored-healthcheck", "team-a-filter", 1),
+		strings.Replace(userHealthCheck("MERGE", "istio-system", ""), "envoy.filters.http.local_ratelimit", envoyfilter.Buffer, 1),
+	} {
+		var obj struct {
+			Metadata struct{ Name, Namespace string }
+			Spec     *networking.EnvoyFilter
+		}
+		if err := yaml.Unmarshal([]byte(m), &obj); err != nil {
+			b.Fatal(err)
+		}
+		others = append(others, anchors.Other{Namespace: obj.Metadata.Namespace, Name: obj.Metadata.Name, Spec: obj.Spec})
+	}
+	b.Run("render+compare", func(b *testing.B) {
+		for range b.N {
+			before := render.New().FromConfigMap(cm.Data)
+			if ws := anchors.Compare(before.Objects, after, others, ""); len(ws) != 0 {
+				b.Fatalf("warned %v", ws)
+			}
+		}
+	})
+	b.Run("compare", func(b *testing.B) {
+		for range b.N {
+			if ws := anchors.Compare(after, after, others, ""); len(ws) != 0 {
+				b.Fatalf("warned %v", ws)
+			}
+		}
+	})
+	if n := len(anchors.Find(after, others, "")); n != 3 {
+		b.Fatalf("%d dependents, want 3", n)
 	}
 }

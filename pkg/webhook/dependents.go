@@ -22,10 +22,11 @@ const OthersTimeout = 2 * time.Second
 // dependentWarnings warn of an UPDATE whose set no longer inserts, where
 // another EnvoyFilter may meet it, a filter that EnvoyFilter anchors on
 // in the old document's set (pkg/anchors): istiod then skips its patch
-// without a word. The old document is rendered afresh (about 3 ms for
-// the full example), only when the cluster has EnvoyFilters of others.
-func (h *Handler) dependentWarnings(ctx context.Context, req *admissionv1.AdmissionRequest, res render.Result) []string {
-	if h.Others == nil || req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
+// without a word. The old document is rendered afresh (6 to 10 ms for
+// the full example), only when the edit changes an item (diff) and the
+// cluster has EnvoyFilters of others.
+func (h *Handler) dependentWarnings(ctx context.Context, req *admissionv1.AdmissionRequest, res render.Result, diff *render.Diff) []string {
+	if h.Others == nil || req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 || (diff != nil && diff.Empty()) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, OthersTimeout)

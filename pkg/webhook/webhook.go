@@ -154,7 +154,7 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		allow.Warnings = append(allow.Warnings, "globalconfig: "+render.Describe([]*fielderr.Error{w}, ""))
 	}
 	allow.Warnings = append(allow.Warnings, h.canaryWarnings(ctx, res)...)
-	allow.Warnings = append(allow.Warnings, h.dependentWarnings(ctx, req, res)...)
+	allow.Warnings = append(allow.Warnings, h.dependentWarnings(ctx, req, res, diff)...)
 	switch {
 	case diff == nil:
 	case diff.Empty():
