@@ -282,6 +282,8 @@ func Find(set []*envoyfilter.Object, others []Other, root string) []Dependent {
 						continue
 					case p == in.Priority && in.Namespace == root && o.Namespace != root:
 						// Equal priorities: the root namespace's first.
+					case p == in.Priority && o.Namespace == root && in.Namespace != root:
+						continue
 					case p == in.Priority:
 						order = fmt.Sprintf("its priority %d equals %s's, so istiod orders the two by creation time: it may not find the filter even now", p, in.Name)
 					}
