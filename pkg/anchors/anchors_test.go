@@ -115,7 +115,7 @@ func TestFind(t *testing.T) {
 			other: strings.Replace(userHealthCheck("INSERT_AFTER", "team-a", ""), "priority: 100", ourPriority, 1),
 			want:  "team-a/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "equal priority from the root namespace, ours from another: theirs applies first, not a dependent",
-			ours: set(t, "target: {namespace: team-b}\n"+localRateLimit),
+			ours:  set(t, "target: {namespace: team-b}\n"+localRateLimit),
 			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "priority: 100", ourPriority, 1)},
 		{name: "disjoint selectors", ours: set(t, "target: {selector: {istio: ingressgateway}}\n"+localRateLimit),
 			other: userHealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {istio: eastwestgateway}}")},
