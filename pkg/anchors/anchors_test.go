@@ -325,3 +325,32 @@ func BenchmarkCompareFullExample(b *testing.B) {
 		b.Fatalf("%d dependents, want 3", n)
 	}
 }
+
+// A listener filter an item inserts is anchored on by listenerFilter; the
+// same patch in a sidecar context never meets the gateways'.
+func TestFindListenerFilter(t *testing.T) {
+	ours := set(t, "clientIP:\n  proxyProtocol: true\n")
+	manifest := `
+metadata: {name: after-proxy-protocol, namespace: istio-system}
+spec:
+  priority: 100
+  configPatches:
+  - applyTo: LISTENER_FILTER
+    match:
+      context: GATEWAY
+      listener:
+        listenerFilter: envoy.filters.listener.proxy_protocol
+    patch:
+      operation: INSERT_AFTER
+      value:
+        name: envoy.filters.listener.original_src
+`
+	deps := anchors.Find(ours, []anchors.Other{other(t, manifest)}, "")
+	if len(deps) != 1 || deps[0].Item != "clientIP" || deps[0].Kind != anchors.ListenerFilter || deps[0].Filter != "envoy.filters.listener.proxy_protocol" {
+		t.Fatalf("found %v, want the listener filter's dependent of clientIP", deps)
+	}
+	sidecar := strings.Replace(manifest, "context: GATEWAY", "context: SIDECAR_OUTBOUND", 1)
+	if deps := anchors.Find(ours, []anchors.Other{other(t, sidecar)}, ""); len(deps) != 0 {
+		t.Errorf("a sidecar's patch: found %v, want none", deps)
+	}
+}
