@@ -178,6 +178,7 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 		ew.printf("istiod's last MCP NACK: %s\n", st.MCPNack)
 	}
 	writeClusters(ew, st.Clusters)
+	writeDependents(ew, st.Dependents)
 
 	ew.printf("\n")
 	if a == nil || len(a.EnvoyFilters) == 0 {
@@ -438,4 +439,16 @@ func writeClusters(ew *errWriter, clusters []status.Cluster) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, secret, reached, orDash(c.Set), c.Objects, since, orDash(truncate(c.Error, MaxTableMessage)))
 	}
 	_ = tw.Flush()
+}
+
+// writeDependents lists the EnvoyFilters of others that anchor on a
+// filter an item inserts: removing or moving that item changes or
+// breaks them.
+func writeDependents(ew *errWriter, deps []status.Dependent) {
+	for _, d := range deps {
+		ew.printf("dependents: %s\n", d)
+		if d.Note != "" {
+			ew.printf("  (%s)\n", d.Note)
+		}
+	}
 }
