@@ -44,7 +44,7 @@ type BandwidthLimit struct {
 	LimitKbps        *uint64      `json:"limitKbps" doc:"Required: the rate each route's bodies are slowed to, in KiB per second (1024 bytes a second, not kilobits; Envoy's limit_kbps), at least 1. Every request and response of one route shares it, and the first second's worth passes at once."`
 	Direction        Direction    `json:"direction" doc:"Which bodies are slowed: RESPONSE (default: what clients download), REQUEST (what they upload) or REQUEST_AND_RESPONSE (both, sharing one limit); Envoy's enable_mode. Envoy's DISABLED is enable: false."`
 	FillInterval     items.Millis `json:"fillInterval" doc:"How often the limit's tokens are refilled and held data is sent on, 20ms to 1s; a bare integer is milliseconds (default 50ms, Envoy's; fill_interval). Longer intervals send larger bursts less often."`
-	ResponseTrailers bool         `json:"responseTrailers" doc:"Add Envoy's delay trailers (bandwidth-response-delay-ms, bandwidth-response-filter-delay-ms and their request- twins) to limited responses (enable_response_trailers): HTTP/2 and HTTP/3 clients get them; HTTP/1 clients only with chunked responses and trailers enabled. Not with direction REQUEST."`
+	ResponseTrailers bool         `json:"responseTrailers" doc:"Add Envoy's delay trailers (bandwidth-response-delay-ms, bandwidth-response-filter-delay-ms and their request- twins) to limited responses (enable_response_trailers): HTTP/2 and HTTP/3 clients get them; HTTP/1 clients only on chunked responses where the connection manager enables HTTP/1 trailers. Not with direction REQUEST."`
 }
 
 var (
