@@ -3,6 +3,7 @@ package all
 
 import (
 	_ "github.com/globalconfig/globalconfig/items/accesslog"
+	_ "github.com/globalconfig/globalconfig/items/bandwidthlimit"
 	_ "github.com/globalconfig/globalconfig/items/basicauth"
 	_ "github.com/globalconfig/globalconfig/items/brotli"
 	_ "github.com/globalconfig/globalconfig/items/clientip"

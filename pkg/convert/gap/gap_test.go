@@ -14,11 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	bandwidthv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/bandwidth_limit/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/geoip/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -192,44 +192,45 @@ func TestGapsNameEnvoysAPI(t *testing.T) {
 	}
 }
 
-// fakeBandwidth is an item that emits Envoy's bandwidth_limit filter, for
-// the tests only.
-type fakeBandwidth struct {
+// fakeTimeout is an item that emits the listener filters' timeout, a
+// capability no item provides, for the tests only. (It was a bandwidth
+// limit until bandwidthLimit provided that one.)
+type fakeTimeout struct {
 	items.Toggle
-	Rate uint64 `json:"rate" doc:"KiB per second."`
+	Timeout items.Seconds `json:"timeout" doc:"The wait for the listener filters."`
 }
 
-func (*fakeBandwidth) Validate() error { return nil }
+func (*fakeTimeout) Validate() error { return nil }
 
-func (f *fakeBandwidth) Build() ([]envoyfilter.Patch, error) {
-	p, err := envoyfilter.InsertHTTPFilter("globalconfig.fake_bandwidth", &bandwidthv3.BandwidthLimit{
-		StatPrefix:   "fake",
-		EnableMode:   bandwidthv3.BandwidthLimit_REQUEST_AND_RESPONSE,
-		LimitKbps:    wrapperspb.UInt64(f.Rate),
-		FillInterval: durationpb.New(50e6),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return []envoyfilter.Patch{p}, nil
+func (f *fakeTimeout) Build() ([]envoyfilter.Patch, error) {
+	return []envoyfilter.Patch{envoyfilter.MergeListeners(&listenerv3.Listener{ListenerFiltersTimeout: durationpb.New(f.Timeout.Duration)})}, nil
 }
+
+// The fake item's capability, and the ingress-nginx key whose verdict
+// names it.
+const (
+	fakeCapability = "envoy.config.listener.v3.Listener.listener_filters_timeout"
+	fakeKey        = "proxy-protocol-header-timeout"
+)
+
+var fakeWait = items.Seconds{Duration: 5 * time.Second}
 
 func fakeRegistration(provides []items.Capability) items.Registration {
 	return items.Registration{
-		Name:     "fakeBandwidth",
-		Summary:  "A test's bandwidth limit per request and response.",
+		Name:     "fakeTimeout",
+		Summary:  "A test's timeout of the listener filters.",
 		Stage:    envoyfilter.StageTrafficPolicy,
 		Slot:     items.FreeSlots(envoyfilter.StageTrafficPolicy)[0],
 		Purpose:  "a test's",
 		Where:    "a test's",
-		New:      func() items.Item { return &fakeBandwidth{Rate: 16} },
+		New:      func() items.Item { return &fakeTimeout{Timeout: fakeWait} },
 		Provides: provides,
 	}
 }
 
 func fakeEmits(t *testing.T) map[string]string {
 	t.Helper()
-	ps, err := (&fakeBandwidth{Rate: 16}).Build()
+	ps, err := (&fakeTimeout{Timeout: fakeWait}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,38 +245,38 @@ func fakeEmits(t *testing.T) map[string]string {
 	return out
 }
 
-// An item that emits the bandwidth_limit filter without declaring it makes
+// An item that emits the listener filters' timeout without declaring it makes
 // the check fail with a message that names the converter, the key, the
 // verdict that would go stale and the item.
 func TestAnUndeclaredItemFailsNamingTheVerdict(t *testing.T) {
-	got := emits{"fakeBandwidth": fakeEmits(t)}
+	got := emits{"fakeTimeout": fakeEmits(t)}
 	msgs := staleVerdicts(uses(), append(items.All(), fakeRegistration(nil)), got)
-	var limitRate string
+	var verdict string
 	for _, m := range msgs {
-		if strings.Contains(m, ": limit-rate says ") {
-			limitRate = m
+		if strings.Contains(m, ": "+fakeKey+" says ") {
+			verdict = m
 		}
 	}
 	for _, want := range []string{
-		"pkg/convert/nginx keys.go: limit-rate says ",
-		"Envoy's bandwidth_limit filter (envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit) is not an item of globalconfig",
-		"but item fakeBandwidth emits envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit (fake/testdata/all.in.yaml)",
-		"declare it in fakeBandwidth's registration",
+		"pkg/convert/nginx keys.go: " + fakeKey + " says ",
+		"the listener filters' timeout (" + fakeCapability + ") is not an item of globalconfig",
+		"but item fakeTimeout emits " + fakeCapability + " (fake/testdata/all.in.yaml)",
+		"declare it in fakeTimeout's registration",
 	} {
-		if !strings.Contains(limitRate, want) {
-			t.Errorf("the failure for limit-rate lacks %q; the failures:\n%s", want, strings.Join(msgs, "\n"))
+		if !strings.Contains(verdict, want) {
+			t.Errorf("the failure for %s lacks %q; the failures:\n%s", fakeKey, want, strings.Join(msgs, "\n"))
 		}
 	}
-	if len(msgs) != 2 { // limit-rate and limit-rate-after
-		t.Errorf("%d failures, want limit-rate's and limit-rate-after's:\n%s", len(msgs), strings.Join(msgs, "\n"))
+	if len(msgs) != 1 { // proxy-protocol-header-timeout
+		t.Errorf("%d failures, want %s's alone:\n%s", len(msgs), fakeKey, strings.Join(msgs, "\n"))
 	}
 	// Declared, it is no failure; declared falsely, it is one.
-	declared := fakeRegistration([]items.Capability{{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit", Setting: "rate"}})
+	declared := fakeRegistration([]items.Capability{{Envoy: fakeCapability, Setting: "timeout"}})
 	if msgs := staleVerdicts(uses(), append(items.All(), declared), got); len(msgs) > 0 {
 		t.Errorf("a declared capability still fails:\n%s", strings.Join(msgs, "\n"))
 	}
 	lying := fakeRegistration([]items.Capability{{Envoy: "envoy.extensions.filters.http.geoip.v3.Geoip"}})
-	if msgs := falseProvides([]items.Registration{lying}, got); len(msgs) != 1 || !strings.Contains(msgs[0], "item fakeBandwidth declares Provides envoy.extensions.filters.http.geoip.v3.Geoip, but none of its golden outputs emits it") {
+	if msgs := falseProvides([]items.Registration{lying}, got); len(msgs) != 1 || !strings.Contains(msgs[0], "item fakeTimeout declares Provides envoy.extensions.filters.http.geoip.v3.Geoip, but none of its golden outputs emits it") {
 		t.Errorf("a false declaration: %q", msgs)
 	}
 }
@@ -297,41 +298,41 @@ func TestADeclaredItemIsNamedByTheVerdict(t *testing.T) {
 }
 
 func fakeItemProcess(t *testing.T) {
-	before := convertLimitRate(t)
+	before := convertFakeKey(t)
 	if !strings.Contains(before, "is not an item of globalconfig") {
 		t.Fatalf("before the fake item: %q", before)
 	}
-	items.Register(fakeRegistration([]items.Capability{{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit", Setting: "rate"}}))
-	after := convertLimitRate(t)
+	items.Register(fakeRegistration([]items.Capability{{Envoy: fakeCapability, Setting: "timeout"}}))
+	after := convertFakeKey(t)
 	for _, want := range []string{
-		"nginx limits the rate of each response sent to a client, per connection; ",
-		"globalconfig's fakeBandwidth.rate sets Envoy's bandwidth_limit filter (envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit): A test's bandwidth limit per request and response",
-		"The conversion does not carry this key there: compare what fakeBandwidth.rate does with the above, and set it by hand if it fits (docs/reference.md, fakeBandwidth)",
+		"the wait for the PROXY header (Envoy waits 15 seconds); ",
+		"globalconfig's fakeTimeout.timeout sets the listener filters' timeout (" + fakeCapability + "): A test's timeout of the listener filters",
+		"The conversion does not carry this key there: compare what fakeTimeout.timeout does with the above, and set it by hand if it fits (docs/reference.md, fakeTimeout)",
 	} {
 		if !strings.Contains(after, want) {
-			t.Errorf("limit-rate's verdict with the fake item lacks %q: %q", want, after)
+			t.Errorf("%s's verdict with the fake item lacks %q: %q", fakeKey, want, after)
 		}
 	}
 	if strings.Contains(after, "not an item") {
-		t.Errorf("limit-rate's verdict with the fake item still says not an item: %q", after)
+		t.Errorf("%s's verdict with the fake item still says not an item: %q", fakeKey, after)
 	}
 	// And the agreement check passes with it.
-	got := emits{"fakeBandwidth": fakeEmits(t)}
+	got := emits{"fakeTimeout": fakeEmits(t)}
 	if msgs := append(staleVerdicts(uses(), items.All(), got), falseProvides([]items.Registration{fakeRegistration(nil)}, got)...); len(msgs) > 0 {
 		t.Errorf("with the fake item declared: %s", strings.Join(msgs, "\n"))
 	}
 	fmt.Println("fake item checked")
 }
 
-func convertLimitRate(t *testing.T) string {
+func convertFakeKey(t *testing.T) string {
 	t.Helper()
-	res, err := nginx.Convert(nginx.Input{Name: "ingress-nginx-controller", Namespace: "ingress-nginx", Data: map[string]string{"limit-rate": "16384"}}, nginx.Options{NoDefaults: true})
+	res, err := nginx.Convert(nginx.Input{Name: "ingress-nginx-controller", Namespace: "ingress-nginx", Data: map[string]string{fakeKey: "5s"}}, nginx.Options{NoDefaults: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	es := res.Report.Find("limit-rate")
+	es := res.Report.Find(fakeKey)
 	if len(es) != 1 || es[0].Verdict != nginx.NotSupported {
-		t.Fatalf("limit-rate's report lines: %+v", es)
+		t.Fatalf("%s's report lines: %+v", fakeKey, es)
 	}
 	return es[0].Detail
 }
@@ -421,7 +422,7 @@ func TestRegisterRefusesAWrongCapability(t *testing.T) {
 		provides items.Capability
 		want     string
 	}{
-		{items.Capability{Envoy: "envoy.extensions.filters.http.no_such.v3.Filter"}, `items: "fakeBandwidth" Provides "envoy.extensions.filters.http.no_such.v3.Filter" names no proto message the binary links`},
+		{items.Capability{Envoy: "envoy.extensions.filters.http.no_such.v3.Filter"}, `items: "fakeTimeout" Provides "envoy.extensions.filters.http.no_such.v3.Filter" names no proto message the binary links`},
 		{items.Capability{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit.limit_kbs"}, `envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit has no field "limit_kbs"`},
 		{items.Capability{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit", Setting: "rates"}, `at setting "rates", which is not a key of its section`},
 	} {
@@ -434,7 +435,7 @@ func TestRegisterRefusesAWrongCapability(t *testing.T) {
 			t.Errorf("Register with %+v: %q, want %q", c.provides, got, c.want)
 		}
 	}
-	if _, ok := items.Lookup("fakeBandwidth"); ok {
+	if _, ok := items.Lookup("fakeTimeout"); ok {
 		t.Error("a refused registration is in the registry")
 	}
 }
