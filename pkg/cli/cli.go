@@ -1,6 +1,6 @@
 // Package cli implements the globalconfig command line: render, validate,
-// convert, items, schema, version, run, diff, status, rollout and
-// create-member-secret.
+// convert, items, schema, version, run, diff, status, explain, rollout
+// and create-member-secret.
 // cmd/globalconfig only wires it to the process.
 package cli
 
@@ -109,6 +109,9 @@ Usage:
   globalconfig status [--kubeconfig K] [--configmap NS/NAME] [--state S] [--proxy NAME] [--cluster NAME] [-o text|json|yaml]
                                   the controller's status: the document's state and problems, the
                                   items and their EnvoyFilters, the canary rollout, and the rollout to the proxies
+  globalconfig explain --proxy POD.NS --envoy PATH [--istiod-debug-url URL] [-o text|json|yaml]
+                                  which EnvoyFilters (globalconfig's or others') make the proxy's Envoy
+                                  refuse its config; --envoy: an Envoy of the proxy's release
   globalconfig rollout promote|abort [--kubeconfig K] [--configmap NS/NAME]
                                   end the canary phase in progress: promote the change to every proxy
                                   now, or roll it back now
@@ -129,6 +132,10 @@ diff --proxy/--config-dump: 10 the --envoy binary rejects the predicted
 config, 11 no istiod has that proxy, 12 no istiod could be asked, 13 the
 config dump is not one (truncated, another tool's), 14 --envoy is no Envoy.
 rollout: 9 no canary phase in progress.
+explain: 0 Envoy accepts the config (nothing to blame), 15 a fault names
+globalconfig's EnvoyFilter, 16 only others' EnvoyFilters, 17 Envoy refuses
+it without any EnvoyFilter, 18 --envoy is of another release than the
+proxy's, 19 the search hit its bound; 11, 12, 14 as diff --proxy.
 `
 
 // Main runs the command line args (without the program name) and returns
@@ -157,6 +164,8 @@ func Main(args []string, env Env) int {
 		return rolloutCommand(args[1:], env)
 	case "status":
 		return statusCommand(args[1:], env)
+	case "explain":
+		return explainCommand(args[1:], env)
 	case "create-member-secret":
 		return createMemberSecretCommand(args[1:], env)
 	case "version":

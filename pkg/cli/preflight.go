@@ -252,9 +252,23 @@ func proxyOfDump(c *preflight.Config) (preflight.Proxy, error) {
 
 // fetchProxy finds the proxy on the istiods and reads its config.
 func fetchProxy(ctx context.Context, pf *preflightFlags, kube kubernetes.Interface, env Env) (*preflight.Config, preflight.Proxy, int) {
-	fail := func(code int, format string, args ...any) (*preflight.Config, preflight.Proxy, int) {
-		fmt.Fprintf(env.Stderr, "globalconfig diff: "+format+"\n", args...)
+	bases, code := istiodBases(ctx, "diff", pf, kube, env)
+	if code != ExitOK {
 		return nil, preflight.Proxy{}, code
+	}
+	cfg, px, err := preflight.Fetch(ctx, &rollout.Client{HTTP: &http.Client{}}, bases, pf.proxy)
+	if err != nil {
+		return nil, preflight.Proxy{}, fetchFailed("diff", err, env)
+	}
+	return cfg, px, ExitOK
+}
+
+// istiodBases are the debug URLs of the istiods to ask: --istiod-debug-url,
+// or the ready endpoints of --istiod-service. It prints its errors.
+func istiodBases(ctx context.Context, cmd string, pf *preflightFlags, kube kubernetes.Interface, env Env) ([]string, int) {
+	fail := func(code int, format string, args ...any) ([]string, int) {
+		fmt.Fprintf(env.Stderr, "globalconfig "+cmd+": "+format+"\n", args...)
+		return nil, code
 	}
 	var bases []string
 	if pf.istiod != "" {
@@ -281,20 +295,24 @@ func fetchProxy(ctx context.Context, pf *preflightFlags, kube kubernetes.Interfa
 			return fail(ExitIstiod, "the Service %s has no ready endpoint; give --istiod-debug-url", pf.istiodService)
 		}
 	}
-	cfg, px, err := preflight.Fetch(ctx, &rollout.Client{HTTP: &http.Client{}}, bases, pf.proxy)
+	return bases, ExitOK
+}
+
+// fetchFailed prints an error of preflight.Fetch and returns its exit
+// code.
+func fetchFailed(cmd string, err error, env Env) int {
 	var noProxy *preflight.NoProxyError
 	var unreachable *preflight.IstiodError
 	var dump *preflight.DumpError
+	code := ExitUsage
 	switch {
-	case err == nil:
-		return cfg, px, ExitOK
 	case errors.As(err, &noProxy):
-		return fail(ExitNoProxy, "%v", err)
+		code = ExitNoProxy
 	case errors.As(err, &unreachable):
-		return fail(ExitIstiod, "%v", err)
+		code = ExitIstiod
 	case errors.As(err, &dump):
-		return fail(ExitBadDump, "%v", err)
-	default:
-		return fail(ExitUsage, "%v", err)
+		code = ExitBadDump
 	}
+	fmt.Fprintf(env.Stderr, "globalconfig %s: %v\n", cmd, err)
+	return code
 }
