@@ -178,6 +178,7 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 		ew.printf("istiod's last MCP NACK: %s\n", st.MCPNack)
 	}
 	writeClusters(ew, st.Clusters)
+	writeBlame(ew, st.Blame)
 
 	ew.printf("\n")
 	if a == nil || len(a.EnvoyFilters) == 0 {
@@ -438,4 +439,18 @@ func writeClusters(ew *errWriter, clusters []status.Cluster) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, secret, reached, orDash(c.Set), c.Objects, since, orDash(truncate(c.Error, MaxTableMessage)))
 	}
 	_ = tw.Flush()
+}
+
+// writeBlame writes the blame of each kind of proxy that refuses the set:
+// what it found in one sentence, then each fault with Envoy's words.
+func writeBlame(ew *errWriter, blames []status.Blame) {
+	for _, b := range blames {
+		ew.printf("blame of the NACK (%s %s, set %s): %s: %s\n", orDash(b.Kind), b.Proxy, orDash(b.Set), b.Outcome, b.Message)
+		for _, f := range b.Faults {
+			ew.printf("  %s: Envoy: %s\n", f.Fault, orDash(f.Message))
+		}
+		if b.Envoy != "" {
+			ew.printf("  judged by Envoy %s: %d runs in %s\n", b.Envoy, b.Runs, orDash(b.Elapsed))
+		}
+	}
 }

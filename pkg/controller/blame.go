@@ -248,9 +248,13 @@ func (c *Controller) othersHash(ctx context.Context) (string, error) {
 }
 
 // refusing are, for each kind of proxy that refuses the set st is about,
-// the first such proxy by name (its key), by kind, sorted by kind.
-func refusing(st *rollout.Status) [][2]string {
-	first := map[string]string{}
+// the proxy to blame (its key), by kind, sorted by kind: the first such
+// proxy by name that runs the Envoy release envoy ("1.40") of the blame's
+// binary, else the first by name (whose blame then says the binary is of
+// another release). A blame by another release could name the wrong
+// EnvoyFilter, so a proxy of the binary's own release is taken first.
+func refusing(st *rollout.Status, envoy string) [][2]string {
+	first, ofRelease := map[string]string{}, map[string]string{}
 	for _, p := range st.Proxies {
 		if p.State != rollout.NACKed {
 			continue
@@ -258,9 +262,17 @@ func refusing(st *rollout.Status) [][2]string {
 		if n, ok := first[p.Type]; !ok || p.Key() < n {
 			first[p.Type] = p.Key()
 		}
+		if v, err := preflight.EnvoyOfProxy(p.IstioVersion); err == nil && envoy != "" && v.String() == envoy {
+			if n, ok := ofRelease[p.Type]; !ok || p.Key() < n {
+				ofRelease[p.Type] = p.Key()
+			}
+		}
 	}
 	out := make([][2]string, 0, len(first))
 	for kind, name := range first {
+		if n, ok := ofRelease[kind]; ok {
+			name = n
+		}
 		out = append(out, [2]string{kind, name})
 	}
 	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
@@ -276,7 +288,7 @@ func (c *Controller) blames(st *rollout.Status) []status.Blame {
 		return nil
 	}
 	var out []status.Blame
-	for _, kp := range refusing(st) {
+	for _, kp := range refusing(st, c.cfg.BlameEnvoy) {
 		kind, proxy := kp[0], kp[1]
 		b := status.Blame{Set: st.Version, Proxy: proxy, Kind: kind}
 		if c.blamer == nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -323,18 +324,26 @@ func TestBlameRunsOncePerSetOthersAndKind(t *testing.T) {
 	}
 }
 
-// refusing picks, per kind, the first refusing proxy by name.
+// refusing picks, per kind, the first refusing proxy by name that runs
+// the blame binary's Envoy release, else the first by name.
 func TestRefusingSamplesOnePerKind(t *testing.T) {
 	st := &rollout.Status{Proxies: []rollout.Proxy{
-		{Name: "web-2.shop", Type: "sidecar", State: rollout.NACKed},
-		{Name: "gw-b.istio-system", Type: "gateway", State: rollout.NACKed},
-		{Name: "web-1.shop", Type: "sidecar", State: rollout.NACKed},
-		{Name: "gw-a.istio-system", Type: "gateway", State: rollout.Synced},
-		{Name: "gw-c.istio-system", Type: "gateway", State: rollout.NACKed},
+		{Name: "web-2.shop", Type: "sidecar", State: rollout.NACKed, IstioVersion: "1.31.1"},
+		{Name: "gw-c.istio-system", Type: "gateway", State: rollout.NACKed, IstioVersion: "1.31.0"},
+		{Name: "gw-b.istio-system", Type: "gateway", State: rollout.NACKed, IstioVersion: "1.30.2"},
+		{Name: "web-1.shop", Type: "sidecar", State: rollout.NACKed, IstioVersion: "1.30.2"},
+		{Name: "gw-a.istio-system", Type: "gateway", State: rollout.Synced, IstioVersion: "1.31.0"},
+		{Name: "gw-d.istio-system", Type: "gateway", State: rollout.NACKed, IstioVersion: "1.31.0"},
 	}}
-	got := refusing(st)
-	if len(got) != 2 || got[0] != [2]string{"gateway", "gw-b.istio-system"} || got[1] != [2]string{"sidecar", "web-1.shop"} {
-		t.Errorf("refusing %v", got)
+	for envoy, want := range map[string][][2]string{
+		"":     {{"gateway", "gw-b.istio-system"}, {"sidecar", "web-1.shop"}},
+		"1.39": {{"gateway", "gw-c.istio-system"}, {"sidecar", "web-2.shop"}},
+		"1.38": {{"gateway", "gw-b.istio-system"}, {"sidecar", "web-1.shop"}},
+		"1.36": {{"gateway", "gw-b.istio-system"}, {"sidecar", "web-1.shop"}},
+	} {
+		if got := refusing(st, envoy); !slices.Equal(got, want) {
+			t.Errorf("binary of Envoy %q: refusing %v, want %v", envoy, got, want)
+		}
 	}
 }
 

@@ -98,6 +98,10 @@ type Config struct {
 	// (blame.go): for the status, an Event, and a Direct change's roll
 	// back. Nil: the status says --envoy would name them.
 	Blame BlameFunc
+	// BlameEnvoy is the Envoy minor release of the blame's binary
+	// ("1.40"): of the proxies of a kind that refuse a set, the first of
+	// that release is blamed for.
+	BlameEnvoy string
 }
 
 // The sinks Config.Sink names.
