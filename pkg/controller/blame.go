@@ -57,17 +57,21 @@ const maxBlames = 64
 // blameSlot is one delivered set and kind of proxy.
 type blameSlot struct{ set, kind string }
 
-// blameKey is what a blame is run once for: the slot and the hash of the
-// other EnvoyFilters' specs.
+// blameKey is what a blame is run once for: the slot, the hash of the
+// other EnvoyFilters' specs, and whether the proxy runs the binary's
+// Envoy release (of a proxy of another release the blame can only fail,
+// so it is run again once a proxy of the binary's release refuses).
 type blameKey struct {
 	blameSlot
-	others string
+	others    string
+	ofRelease bool
 }
 
 // blameAsk is a blame asked for and not yet run.
 type blameAsk struct {
-	proxy string
-	ours  []*envoyfilter.Object
+	proxy     string
+	ofRelease bool
+	ours      []*envoyfilter.Object
 }
 
 // blameResult is one blame's answer.
@@ -109,17 +113,24 @@ func newBlamer(fn BlameFunc, others func(context.Context) (string, error), found
 }
 
 // ask returns the latest blame of slot, nil while none is known (pending),
-// and asks for one when none is known or the last is due a recheck. It
-// never waits.
-func (b *blamer) ask(slot blameSlot, proxy string, ours []*envoyfilter.Object) *blameResult {
+// and asks for one when none is known or the last is due a recheck. A
+// blame of a proxy of another Envoy release than the binary's is pending
+// again once a proxy of the binary's release (ofRelease) refuses. It never
+// waits.
+func (b *blamer) ask(slot blameSlot, proxy string, ofRelease bool, ours []*envoyfilter.Object) *blameResult {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.latest[slot]
-	if r != nil && b.now().Sub(r.at) < blameRecheck {
+	better := r != nil && ofRelease && !r.key.ofRelease
+	if r != nil && !better && b.now().Sub(r.at) < blameRecheck {
 		return r
 	}
-	if _, asked := b.asks[slot]; !asked {
-		b.asks[slot] = blameAsk{proxy: proxy, ours: ours}
+	if better {
+		delete(b.latest, slot)
+		r = nil
+	}
+	if a, asked := b.asks[slot]; !asked || ofRelease && !a.ofRelease {
+		b.asks[slot] = blameAsk{proxy: proxy, ofRelease: ofRelease, ours: ours}
 		select {
 		case b.wake <- struct{}{}:
 		default:
@@ -170,10 +181,10 @@ func (b *blamer) one(ctx context.Context, slot blameSlot, a blameAsk) {
 	defer cancel()
 	others, err := b.others(ctx)
 	if err != nil {
-		b.store(&blameResult{key: blameKey{blameSlot: slot}, proxy: a.proxy, err: fmt.Errorf("list the EnvoyFilters: %w", err), at: b.now()}, false)
+		b.store(&blameResult{key: blameKey{blameSlot: slot, ofRelease: a.ofRelease}, proxy: a.proxy, err: fmt.Errorf("list the EnvoyFilters: %w", err), at: b.now()}, false)
 		return
 	}
-	key := blameKey{blameSlot: slot, others: others}
+	key := blameKey{blameSlot: slot, others: others, ofRelease: a.ofRelease}
 	b.mu.Lock()
 	if r := b.done[key]; r != nil {
 		// The same set, kind and other EnvoyFilters: the same answer.
@@ -248,12 +259,12 @@ func (c *Controller) othersHash(ctx context.Context) (string, error) {
 }
 
 // refusing are, for each kind of proxy that refuses the set st is about,
-// the proxy to blame (its key), by kind, sorted by kind: the first such
-// proxy by name that runs the Envoy release envoy ("1.40") of the blame's
-// binary, else the first by name (whose blame then says the binary is of
-// another release). A blame by another release could name the wrong
-// EnvoyFilter, so a proxy of the binary's own release is taken first.
-func refusing(st *rollout.Status, envoy string) [][2]string {
+// sorted by kind, the proxy to blame: the first such proxy by name that
+// runs the Envoy release envoy ("1.40") of the blame's binary, else the
+// first by name (whose blame then says the binary is of another
+// release). A blame by another release could name the wrong EnvoyFilter,
+// so a proxy of the binary's own release is taken first.
+func refusing(st *rollout.Status, envoy string) []refuser {
 	first, ofRelease := map[string]string{}, map[string]string{}
 	for _, p := range st.Proxies {
 		if p.State != rollout.NACKed {
@@ -268,15 +279,23 @@ func refusing(st *rollout.Status, envoy string) [][2]string {
 			}
 		}
 	}
-	out := make([][2]string, 0, len(first))
+	out := make([]refuser, 0, len(first))
 	for kind, name := range first {
+		r := refuser{kind: kind, proxy: name}
 		if n, ok := ofRelease[kind]; ok {
-			name = n
+			r.proxy, r.ofRelease = n, true
 		}
-		out = append(out, [2]string{kind, name})
+		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	slices.SortFunc(out, func(a, b refuser) int { return strings.Compare(a.kind, b.kind) })
 	return out
+}
+
+// refuser is the proxy of one kind a blame is for.
+type refuser struct {
+	kind, proxy string
+	// ofRelease says it runs the blame binary's Envoy release.
+	ofRelease bool
 }
 
 // blames are the blames of the proxies that refuse the set the tracker's
@@ -288,8 +307,8 @@ func (c *Controller) blames(st *rollout.Status) []status.Blame {
 		return nil
 	}
 	var out []status.Blame
-	for _, kp := range refusing(st, c.cfg.BlameEnvoy) {
-		kind, proxy := kp[0], kp[1]
+	for _, rf := range refusing(st, c.cfg.BlameEnvoy) {
+		kind, proxy := rf.kind, rf.proxy
 		b := status.Blame{Set: st.Version, Proxy: proxy, Kind: kind}
 		if c.blamer == nil {
 			b.Outcome = status.BlameOff
@@ -297,7 +316,7 @@ func (c *Controller) blames(st *rollout.Status) []status.Blame {
 			out = append(out, b)
 			continue
 		}
-		r := c.blamer.ask(blameSlot{set: st.Version, kind: kind}, proxy, c.st.applied.Set)
+		r := c.blamer.ask(blameSlot{set: st.Version, kind: kind}, proxy, rf.ofRelease, c.st.applied.Set)
 		out = append(out, c.blameStatus(b, r))
 	}
 	return out

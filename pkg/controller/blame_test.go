@@ -335,11 +335,11 @@ func TestRefusingSamplesOnePerKind(t *testing.T) {
 		{Name: "gw-a.istio-system", Type: "gateway", State: rollout.Synced, IstioVersion: "1.31.0"},
 		{Name: "gw-d.istio-system", Type: "gateway", State: rollout.NACKed, IstioVersion: "1.31.0"},
 	}}
-	for envoy, want := range map[string][][2]string{
-		"":     {{"gateway", "gw-b.istio-system"}, {"sidecar", "web-1.shop"}},
-		"1.39": {{"gateway", "gw-c.istio-system"}, {"sidecar", "web-2.shop"}},
-		"1.38": {{"gateway", "gw-b.istio-system"}, {"sidecar", "web-1.shop"}},
-		"1.36": {{"gateway", "gw-b.istio-system"}, {"sidecar", "web-1.shop"}},
+	for envoy, want := range map[string][]refuser{
+		"":     {{"gateway", "gw-b.istio-system", false}, {"sidecar", "web-1.shop", false}},
+		"1.39": {{"gateway", "gw-c.istio-system", true}, {"sidecar", "web-2.shop", true}},
+		"1.38": {{"gateway", "gw-b.istio-system", true}, {"sidecar", "web-1.shop", true}},
+		"1.36": {{"gateway", "gw-b.istio-system", false}, {"sidecar", "web-1.shop", false}},
 	} {
 		if got := refusing(st, envoy); !slices.Equal(got, want) {
 			t.Errorf("binary of Envoy %q: refusing %v, want %v", envoy, got, want)
@@ -400,4 +400,44 @@ func TestBlameOffAndScrubbed(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A blame of a proxy of another Envoy release than the binary's (the only
+// one that refused so far) is run again once a proxy of the binary's
+// release refuses: pending meanwhile, then once for that proxy, and never
+// again.
+func TestBlamePrefersTheBinarysRelease(t *testing.T) {
+	fb := &fakeBlame{faults: [][]preflight.Culprit{{userFilter}}}
+	fl := newFleet(t, Config{Blame: fb.fn, BlameEnvoy: "1.39"}) // Istio 1.31's Envoy
+	f := fl.f
+	f.putConfig(directA)
+	f.mustSync()
+	f.deliver()
+	older := gatewaySync("gw-a.istio-system", 9, envoyRefuses)
+	older.IstioVersion = "1.30.2" // Envoy 1.38
+	fl.tracker.Poll(f.ctx)
+	setProxies(&fl.proxies, older, gatewaySync("gw-b.istio-system", 8, ""))
+	fl.tracker.Poll(f.ctx)
+	f.mustSync()
+	f.ctrl.blamer.drain(f.ctx)
+	f.mustSync()
+	if calls := fb.called(); len(calls) != 1 || calls[0].proxy != "gw-a.istio-system" {
+		t.Fatalf("blame calls %+v: want gw-a, the only refusing gateway", calls)
+	}
+	setProxies(&fl.proxies, older, gatewaySync("gw-b.istio-system", 9, envoyRefuses))
+	fl.tracker.Poll(f.ctx)
+	f.mustSync()
+	if s := f.status(); len(s.Blame) != 1 || s.Blame[0].Outcome != status.BlamePending || s.Blame[0].Proxy != "gw-b.istio-system" {
+		t.Errorf("a gateway of the binary's release refuses too: blame %+v, want pending for gw-b", s.Blame)
+	}
+	for range 3 {
+		f.ctrl.blamer.drain(f.ctx)
+		f.mustSync()
+	}
+	if calls := fb.called(); len(calls) != 2 || calls[1].proxy != "gw-b.istio-system" {
+		t.Errorf("blame calls %+v: want one more, for gw-b", calls)
+	}
+	if s := f.status(); len(s.Blame) != 1 || s.Blame[0].Outcome != status.BlameBlamed || s.Blame[0].Proxy != "gw-b.istio-system" {
+		t.Errorf("blame %+v", s.Blame)
+	}
 }
