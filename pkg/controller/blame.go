@@ -346,7 +346,7 @@ func (c *Controller) blameStatus(b status.Blame, r *blameResult) status.Blame {
 		}
 		b.Faults = append(b.Faults, sf)
 	}
-	b.Message = blameMessage(b, bl)
+	b.Message = c.scrub(blameMessage(b, bl))
 	return b
 }
 
@@ -357,7 +357,11 @@ func blameMessage(b status.Blame, bl *preflight.Blame) string {
 	case preflight.NotReproduced:
 		return fmt.Sprintf("Envoy %s accepts the config istiod builds for %s now: the NACK is not reproduced (already fixed, or the proxy's Envoy is another build), and no EnvoyFilter is blamed", bl.Envoy, who)
 	case preflight.BaseRejected:
-		return fmt.Sprintf("Envoy %s refuses the config of %s even without any EnvoyFilter: no EnvoyFilter is to blame, and rolling back would not help", bl.Envoy, who)
+		msg := fmt.Sprintf("Envoy %s refuses the config of %s even without any EnvoyFilter: no EnvoyFilter is to blame, and rolling back would not help; Envoy: %s", bl.Envoy, who, oneLine(bl.Rejected))
+		if len(bl.Inexact) > 0 {
+			msg += "; the config without EnvoyFilters is not exact: " + strings.Join(bl.Inexact, "; ")
+		}
+		return msg
 	}
 	faults := make([]string, len(b.Faults))
 	for i, f := range b.Faults {

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -48,5 +51,40 @@ func TestSelectKeepsUnlinkedTypes(t *testing.T) {
 	f.Spec.ConfigPatches[0].Patch.Value = bad
 	if _, _, err := Select(Proxy{Name: "gw.istio-system", Namespace: "istio-system"}, "istio-system", []Filter{f}); err == nil || !strings.Contains(err.Error(), "no_such_field") {
 		t.Errorf("an unknown field of a linked type: %v", err)
+	}
+}
+
+// The filter a user's EnvoyFilter inserted, of a type this build does not
+// link, is found in istiod's config dump (which writes it in camelCase,
+// where the patch has snake_case), so the config without EnvoyFilters
+// lacks it: before, it stayed, and the blame said Envoy refuses the config
+// without any EnvoyFilter.
+func TestUndoFindsUnlinkedTypes(t *testing.T) {
+	const typeURL = "type.googleapis.com/envoy.extensions.filters.http.not_linked.v3.NotLinked"
+	decode := func(js string) *hcmv3.HttpFilter {
+		t.Helper()
+		r := newResolver()
+		b, err := r.wrap([]byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &hcmv3.HttpFilter{}
+		if err := (protojson.UnmarshalOptions{Resolver: r}).Unmarshal(b, f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	dumped := decode(`{"name":"envoy.filters.http.not_linked","typedConfig":{"@type":"` + typeURL + `","passThroughMode":false,"cacheTime":"1s"}}`)
+	patched := decode(`{"name":"envoy.filters.http.not_linked","typed_config":{"@type":"` + typeURL + `","pass_through_mode":false,"cache_time":"1s"}}`)
+	other := decode(`{"name":"envoy.filters.http.not_linked","typed_config":{"@type":"` + typeURL + `","pass_through_mode":true,"cache_time":"1s"}}`)
+	if !equalOrStandIn(dumped, patched) {
+		t.Error("the dumped filter is not found as the patch inserted it")
+	}
+	if equalOrStandIn(dumped, other) || equalOrStandIn(patched, other) {
+		t.Error("a filter of other content taken for the inserted one")
+	}
+	router := &hcmv3.HttpFilter{Name: "envoy.filters.http.router"}
+	if equalOrStandIn(router, &hcmv3.HttpFilter{Name: "envoy.filters.http.cors"}) || !equalOrStandIn(router, &hcmv3.HttpFilter{Name: "envoy.filters.http.router"}) {
+		t.Error("linked types compare as proto.Equal does")
 	}
 }
