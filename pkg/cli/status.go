@@ -298,6 +298,9 @@ func writeDirect(ew *errWriter, r *canary.Record) {
 		ew.printf("  %s %s: %s\n", r.Phase, r.Ended.UTC().Format(time.RFC3339), orDash(r.Message))
 	}
 	switch {
+	case r.Phase == canary.Kept && r.Restored != canary.RestoredRefused:
+		// Kept on the blame of the refusal: never rolled back.
+		ew.printf("  never rolled back: the blame named only EnvoyFilters globalconfig does not manage; the document is kept until it changes\n")
 	case r.Phase == canary.Kept:
 		ew.printf("  the restored last good set was refused as well: the document is kept until it changes\n")
 	case r.Restored == canary.RestoredTaken:

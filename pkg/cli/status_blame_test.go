@@ -3,7 +3,9 @@ package cli_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
@@ -39,5 +41,25 @@ func TestStatusTextBlame(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
+	}
+}
+
+// A Direct change kept on the blame (never rolled back) does not read as
+// one whose restored set was refused.
+func TestStatusTextKeptOnTheBlame(t *testing.T) {
+	st := testStatus(nil)
+	st.State, st.Errors = status.NACKed, []status.Problem{}
+	ended := time.Date(2026, 3, 1, 10, 0, 3, 0, time.UTC)
+	st.Canary = &canary.Record{Strategy: canary.Direct, Phase: canary.Kept, Document: "5c7c56257774ce87", From: "484b302941a65608", To: "8394baeae7844241",
+		Items: []string{"gzip"}, RollbackOn: canary.AllNACK, Started: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), Ended: &ended,
+		Message: "proxies refuse istio-system/user-broken-healthcheck (not managed by globalconfig) on its own: rolling back globalconfig's change would not help"}
+	c, _ := statusCluster(t, st)
+	code, out, errs := runIn(t, c, "status")
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if !strings.Contains(out, "  never rolled back: the blame named only EnvoyFilters globalconfig does not manage; the document is kept until it changes\n") ||
+		strings.Contains(out, "restored last good set was refused") {
+		t.Errorf("stdout:\n%s", out)
 	}
 }
