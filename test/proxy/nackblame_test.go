@@ -172,9 +172,12 @@ func TestNACKBlameDecidesDirect(t *testing.T) {
 				} else {
 					t.Logf("the blame of %s by Envoy %s: %d runs in %s", blamed, b.Envoy, b.Runs, b.Elapsed)
 				}
-				cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, controller.LastGoodName(harness.ConfigMapName), metav1.GetOptions{})
-				if err != nil || cm.Data[document.DataKey] != doc {
-					t.Errorf("the kept document is not the last good one: %v", err)
+				// The last good copy is written after the status.
+				if !harness.Eventually(ctx, rolloutBound, func() bool {
+					cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, controller.LastGoodName(harness.ConfigMapName), metav1.GetOptions{})
+					return err == nil && cm.Data[document.DataKey] == doc
+				}) {
+					t.Errorf("the kept document is not the last good one")
 				}
 				if !anyContains(eventsSince(ctx, t, edited, corev1.EventTypeWarning, "KeptDespiteNACK"), why) {
 					t.Errorf("no KeptDespiteNACK Event saying why: %q", eventsSince(ctx, t, edited, corev1.EventTypeWarning, "KeptDespiteNACK"))
