@@ -55,10 +55,10 @@ type Blame struct {
 	Outcome Outcome `json:"outcome"`
 	// Rejected is Envoy's refusal of the proxy's whole config.
 	Rejected string `json:"rejected,omitempty"`
-	// Faults, when Blamed, in the order found: each is a smallest
-	// failing set of what the earlier ones left, and with every fault's
-	// filters taken out the config loads (unless the search stopped at
-	// MaxFaults, which Notes say).
+	// Faults, when Blamed, in istiod's order of their first EnvoyFilter:
+	// each is a smallest failing set of what the ones found before it
+	// left, and with every fault's filters taken out the config loads
+	// (unless the search stopped at MaxFaults, which Notes say).
 	Faults []Fault `json:"faults,omitempty"`
 	// Filters is how many EnvoyFilters reach the proxy; Runs how many
 	// times Envoy was run; Elapsed the time to the answer.

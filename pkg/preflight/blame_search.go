@@ -60,6 +60,11 @@ func (e *BoundError) Error() string {
 // recorded with Envoy's refusal of exactly it, taken out, and the search
 // repeats on the rest while the rest fails, up to MaxFaults.
 func BlameConfig(ctx context.Context, bin *envoybin.Binary, in Input) (*Blame, error) {
+	return blameWithin(ctx, bin, in, MaxBlameRuns)
+}
+
+// blameWithin is BlameConfig with a bound of maxRuns Envoy runs.
+func blameWithin(ctx context.Context, bin *envoybin.Binary, in Input, maxRuns int) (*Blame, error) {
 	start := time.Now()
 	if err := CheckRelease(bin, in.Proxy); err != nil {
 		return nil, err
@@ -91,7 +96,7 @@ func BlameConfig(ctx context.Context, bin *envoybin.Binary, in Input) (*Blame, e
 	}
 	b.Filters = len(order)
 
-	s := &search{ctx: ctx, bin: bin, kind: kind, ports: in.Proxy.Ports, patches: patches, proxy: in.Proxy.Name, tried: map[string]string{}}
+	s := &search{ctx: ctx, bin: bin, kind: kind, ports: in.Proxy.Ports, patches: patches, proxy: in.Proxy.Name, maxRuns: maxRuns, tried: map[string]string{}}
 	defer func() { b.Runs, b.Elapsed = s.runs, time.Since(start) }()
 
 	msg, removed, err := s.load(in.Current)
@@ -158,6 +163,18 @@ func BlameConfig(ctx context.Context, bin *envoybin.Binary, in Input) (*Blame, e
 		b.Faults = append(b.Faults, Fault{Filters: culprits(fault, managed), Message: msg})
 		rest = slices.DeleteFunc(slices.Clone(rest), func(f string) bool { return slices.Contains(fault, f) })
 	}
+	// Faults in istiod's order of their first EnvoyFilter, whatever
+	// order the search found them in.
+	first := func(f Fault) int {
+		i := len(order)
+		for _, c := range f.Filters {
+			if j := slices.Index(order, c.Namespace+"/"+c.Name); j >= 0 && j < i {
+				i = j
+			}
+		}
+		return i
+	}
+	slices.SortStableFunc(b.Faults, func(x, y Fault) int { return first(x) - first(y) })
 	if len(b.Faults) == MaxFaults {
 		if msg, err := s.fails(rest); err == nil && msg != "" {
 			b.Notes = append(b.Notes, fmt.Sprintf("the search stops at %d faults: Envoy still refuses the config without them (%s)", MaxFaults, msg))
@@ -230,6 +247,7 @@ type search struct {
 	proxy   string
 	base    *Config
 	runs    int
+	maxRuns int
 	// tried is Envoy's answer per set already loaded ("" accepted).
 	tried   map[string]string
 	aborted []string
@@ -246,7 +264,7 @@ func setKey(set []string) string { return strings.Join(set, "\n") }
 
 // load runs Envoy on c, within the bound.
 func (s *search) load(c *Config) (string, []string, error) {
-	if s.runs >= MaxBlameRuns {
+	if s.runs >= s.maxRuns {
 		return "", nil, &BoundError{Proxy: s.proxy, Runs: s.runs}
 	}
 	s.runs++

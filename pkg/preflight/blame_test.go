@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -173,7 +174,7 @@ func TestBlameOthersOnly(t *testing.T) {
 		t.Error("Ours() is true, but no fault names globalconfig's EnvoyFilter")
 	}
 
-	// A second broken filter makes a second fault, after the first.
+	// A second broken filter makes a second fault.
 	broken2 := broken
 	broken2.Name = "user-broken-healthcheck-2"
 	in = blameInput(t, px, []Filter{localRateLimitEF(t)}, []Filter{broken, userBuffer(t, "user-buffer-a", 1024), broken2})
@@ -181,8 +182,10 @@ func TestBlameOthersOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// istiod orders equal priorities by NAME.NAMESPACE:
+	// "user-broken-healthcheck-2.istio-system" sorts first ('-' < '.').
 	got := faultNames(b)
-	if len(got) != 2 || got[0] != "istio-system/user-broken-healthcheck (not managed by globalconfig)" || got[1] != "istio-system/user-broken-healthcheck-2 (not managed by globalconfig)" {
+	if len(got) != 2 || got[0] != "istio-system/user-broken-healthcheck-2 (not managed by globalconfig)" || got[1] != "istio-system/user-broken-healthcheck (not managed by globalconfig)" {
 		t.Fatalf("faults %q, want the two broken health checks in istiod's order", got)
 	}
 }
@@ -286,4 +289,36 @@ func TestBlameKeepsUnrecoverableMerges(t *testing.T) {
 		t.Errorf("Inexact does not say the user's listener MERGE is kept: %q", b.Inexact)
 	}
 	t.Logf("%d runs; inexact %q", b.Runs, b.Inexact)
+}
+
+// The search stops at its bound of Envoy runs with a *BoundError that
+// says so and names the faults found before it, never a partial blame.
+func TestBlameBound(t *testing.T) {
+	bin := blameEnvoy(t)
+	px := proxyOf(t, bin)
+	broken := func(name string) Filter {
+		return httpFilterEF(t, "istio-system", name, 100, networking.EnvoyFilter_Patch_INSERT_FIRST, "",
+			typed(t, "envoy.filters.http.health_check", &healthcheckv3.HealthCheck{PassThroughMode: wrapperspb.Bool(false), CacheTime: durationpb.New(time.Second)}))
+	}
+	in := blameInput(t, px, []Filter{localRateLimitEF(t)}, []Filter{broken("user-broken-a"), userBuffer(t, "user-buffer", 1024), broken("user-broken-b")})
+	full, err := BlameConfig(context.Background(), bin, in)
+	if err != nil || len(full.Faults) != 2 {
+		t.Fatalf("unbounded: %v, %+v: want 2 faults", err, full)
+	}
+	// A bound below what the search needs stops it, with no blame.
+	named := false
+	for _, bound := range []int{1, full.Runs / 2, full.Runs - 1} {
+		b, err := blameWithin(context.Background(), bin, in, bound)
+		var be *BoundError
+		if !errors.As(err, &be) || b != nil {
+			t.Fatalf("with %d runs: %v, %+v: want a *BoundError and no blame", bound, err, b)
+		}
+		if be.Runs != bound || !strings.Contains(err.Error(), "Envoy ran "+fmt.Sprint(bound)+" times, the bound") {
+			t.Errorf("with %d runs: %v", bound, err)
+		}
+		named = named || strings.Contains(err.Error(), "found so far: istio-system/user-broken-")
+	}
+	if !named {
+		t.Error("no bound error names the faults found before it")
+	}
 }
