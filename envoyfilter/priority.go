@@ -18,6 +18,15 @@ import networking "istio.io/api/networking/v1alpha3"
 // Where a filter stands is what it does. Requests pass the HTTP filters in
 // chain order; responses pass them in reverse. So a filter at the front
 // sees a request first and a response last.
+//
+// An item that only merges (into listeners, the HTTP connection manager,
+// the router, route configurations or clusters) inserts no filter: for it
+// the stage and slot fix only the priority, the order in which Istio
+// applies the merges, so a later merge of the same field wins. An item
+// that inserts a filter takes both its priority and its place in the
+// chain from them. A new item takes a free slot where its filter belongs;
+// one that belongs between two taken slots would move other items'
+// priorities, which users see, so it is an issue of its own.
 type Stage struct {
 	// Name is the stage's name in `globalconfig items`.
 	Name string

@@ -1,20 +1,17 @@
-// Package items is the registry of global-document items and the contract
-// each item implements.
-//
-// An item is one top-level key of the global document ("tracing", "gzip").
-// Each lives in its own package under items/, registers itself from init()
-// and is linked into the binary by a blank import in items/all.
 package items
 
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -77,6 +74,58 @@ type Registration struct {
 	// Needs lists the settings that need a newer Istio than the oldest
 	// globalconfig knows (see Versioned).
 	Needs []Need
+	// Provides names Envoy capabilities the item emits, so that a
+	// converter that reports one as missing from globalconfig (Envoy's
+	// bandwidth_limit filter, for ingress-nginx's limit-rate) names this
+	// item instead, by itself (pkg/convert/gap). List what the item's
+	// golden outputs emit and a converter may name; pkg/convert's tests
+	// fail when an item emits a capability a converter calls missing
+	// without declaring it here, and when a declared one is emitted by
+	// none of the item's golden outputs.
+	Provides []Capability
+}
+
+// Capability is one Envoy capability an item emits, as a converter names
+// it.
+type Capability struct {
+	// Envoy is the full name of a proto message
+	// ("envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit"),
+	// optionally followed by a path of its fields
+	// ("envoy.config.listener.v3.Listener.listener_filters_timeout"): the
+	// field set inside that message, wherever the message is.
+	Envoy string
+	// Setting is the document key that sets it, relative to the section
+	// ("maxResponseHeadersKb"); empty for the section itself.
+	Setting string
+}
+
+// CheckEnvoyName reports why name is not the full name of a proto message
+// the binary links, optionally followed by a path of that message's fields
+// (the form of Capability.Envoy).
+func CheckEnvoyName(name string) error {
+	parts := strings.Split(name, ".")
+	for i := len(parts); i > 0; i-- {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(strings.Join(parts[:i], ".")))
+		if err != nil {
+			continue
+		}
+		md, ok := d.(protoreflect.MessageDescriptor)
+		if !ok {
+			continue // a field's own name: its message is a shorter prefix
+		}
+		for _, f := range parts[i:] {
+			if md == nil {
+				return fmt.Errorf("%q: the field before %q is not a message, so it has no fields", name, f)
+			}
+			fd := md.Fields().ByName(protoreflect.Name(f))
+			if fd == nil {
+				return fmt.Errorf("%q: %s has no field %q", name, md.FullName(), f)
+			}
+			md = fd.Message()
+		}
+		return nil
+	}
+	return fmt.Errorf("%q names no proto message the binary links: give a message's full name (import the go-control-plane package that defines it), optionally followed by a path of its fields", name)
 }
 
 // NewItem returns a fresh item with every default, `enable` included.
@@ -134,6 +183,17 @@ func Register(r Registration) {
 	}
 	if r.Where == "" {
 		panic(fmt.Sprintf("items: %q does not say Where it works", r.Name))
+	}
+	for _, c := range r.Provides {
+		if err := CheckEnvoyName(c.Envoy); err != nil {
+			panic(fmt.Sprintf("items: %q Provides %v", r.Name, err))
+		}
+		if c.Setting == "" {
+			continue
+		}
+		if err := checkKeysType(reflect.TypeOf(r.New()), strings.Split(c.Setting, ".")); err != nil {
+			panic(fmt.Sprintf("items: %q Provides %s at setting %q, which is not a key of its section: %v", r.Name, c.Envoy, c.Setting, err))
+		}
 	}
 	for name, other := range registry {
 		if other.Stage.Name == r.Stage.Name && other.Slot == r.Slot {
@@ -207,7 +267,9 @@ type Warner interface {
 // releases with match.proxy.proxyVersion. When a setting can't be put
 // into effect on r at all, BuildFor returns a *fielderr.Error with the
 // path of that setting, relative to the section; the renderer adds the
-// releases it fails for.
+// releases it fails for; its message is NeedsMsg(v), v the oldest Envoy
+// that has the setting. Build returns BuildFor(envoyfilter.Newest()), and
+// BuildFor picks each field's shape with r.Envoy.AtLeast(v).
 //
 // An item with a Versioned field declares it in Registration.Needs, so
 // `globalconfig items` and docs/versions.md can show it; `make compat` checks

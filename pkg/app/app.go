@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/anchors"
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/controller"
 	"github.com/globalconfig/globalconfig/pkg/envoybin"
@@ -429,6 +430,24 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		cfg.MembersChanged = follow.changed
 	}
 	ctrl := controller.New(cfg, kube, istio, configMaps, istioInformers.Networking().V1alpha3().EnvoyFilters(), recorder, metrics, log)
+	// The EnvoyFilters of others, in every namespace (a factory of its
+	// own: the controller's stays limited to globalconfig's objects):
+	// those anchored on an item's filter are the status' dependents, and
+	// the webhook warns when an edit takes such a filter away.
+	otherInformers := istioinformers.NewSharedInformerFactoryWithOptions(watchIstio, opts.Resync,
+		istioinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = controller.OthersSelector }))
+	others := otherInformers.Networking().V1alpha3().EnvoyFilters()
+	if err := ctrl.WatchDependents(others); err != nil {
+		return err
+	}
+	opts.Webhook.RootNamespace = opts.Rollout.RootNamespace
+	opts.Webhook.Others = func(context.Context) ([]anchors.Other, error) {
+		if !others.Informer().HasSynced() {
+			return nil, errors.New("the EnvoyFilter cache has not synced yet")
+		}
+		list, err := others.Lister().List(labels.Everything())
+		return controller.OthersOf(list), err
+	}
 	// target.clusters and rollout.clusters name the home cluster and the
 	// members, as they are at each render.
 	renderer.SetClusters(ctrl.Clusters)
@@ -501,6 +520,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 
 	kubeInformers.Start(ctx.Done())
 	istioInformers.Start(ctx.Done())
+	otherInformers.Start(ctx.Done())
 	synced := append([]cache.InformerSynced{ctrl.HasSynced}, mcpSynced...)
 	if endpointInformers != nil {
 		endpointInformers.Start(ctx.Done())

@@ -85,8 +85,10 @@ const usage = `globalconfig turns the global Istio document into EnvoyFilters.
 Usage:
   globalconfig render   -f FILE [--envoy PATH]
                                   print the EnvoyFilters as a YAML stream; --envoy: only if that Envoy loads them
-  globalconfig validate -f FILE [--envoy PATH]
-                                  check the document; problems go to stderr; --envoy: and load it into that Envoy
+  globalconfig validate -f FILE [--envoy PATH] [--kubeconfig K] [--configmap NS/NAME]
+                                  check the document; problems go to stderr; --envoy: and load it into that Envoy;
+                                  --kubeconfig/--configmap: and warn when it removes or moves a filter that an
+                                  EnvoyFilter not managed by globalconfig anchors on
   globalconfig validate --higress -f FILE
                                   which keys of a Higress higress-config change meaning as they are
   globalconfig convert --from higress -f FILE
@@ -126,7 +128,7 @@ FILE is a ConfigMap manifest (data key config.yaml) or the bare document;
 Exit codes: 0 ok, 1 invalid document, 2 usage error, 3 input/output error,
 4 run stopped on an error, 5 convert: some keys did not carry over.
 diff, as kubectl diff: 0 no changes, 1 changes, 6 the file's document is
-invalid (never 1). diff and status: 7 the cluster could not be read;
+invalid (never 1). diff, status and validate --kubeconfig: 7 the cluster could not be read;
 status: 8 no status ConfigMap yet (is the controller running?).
 diff --proxy/--config-dump: 10 the --envoy binary rejects the predicted
 config, 11 no istiod has that proxy, 12 no istiod could be asked, 13 the
@@ -353,9 +355,11 @@ func serviceConfigs(objs []*envoyfilter.Object) ([]byte, error) {
 func validate(args []string, env Env) int {
 	var asHigress *bool
 	var envoyPath *string
+	var vc validateClusterFlags
 	file, fleet, code := docArgs("validate", args, env, func(fs *flag.FlagSet) {
 		asHigress = fs.Bool("higress", false, "the file is Higress's higress-config: say which keys change meaning in globalconfig as they are")
 		envoyPath = envoyFlag(fs)
+		vc.define(fs)
 	})
 	if code != ExitOK {
 		return code
@@ -377,6 +381,11 @@ func validate(args []string, env Env) int {
 	}
 	fmt.Fprintln(env.Stdout)
 	printWarnings(file, doc.Warnings(), env.Stderr)
+	if vc.set() {
+		if code := compareWithCluster(&vc, file, objs, env); code != ExitOK {
+			return code
+		}
+	}
 	if *envoyPath != "" {
 		return checkWithEnvoy("validate", *envoyPath, objs, env.Stdout, env)
 	}

@@ -178,6 +178,7 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 		ew.printf("istiod's last MCP NACK: %s\n", st.MCPNack)
 	}
 	writeClusters(ew, st.Clusters)
+	writeDependents(ew, st.Dependents)
 	writeBlame(ew, st.Blame)
 
 	ew.printf("\n")
@@ -442,6 +443,18 @@ func writeClusters(ew *errWriter, clusters []status.Cluster) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, secret, reached, orDash(c.Set), c.Objects, since, orDash(truncate(c.Error, MaxTableMessage)))
 	}
 	_ = tw.Flush()
+}
+
+// writeDependents lists the EnvoyFilters of others that anchor on a
+// filter an item inserts: removing or moving that item changes or
+// breaks them.
+func writeDependents(ew *errWriter, deps []status.Dependent) {
+	for _, d := range deps {
+		ew.printf("dependents: %s\n", d)
+		if d.Note != "" {
+			ew.printf("  (%s)\n", d.Note)
+		}
+	}
 }
 
 // writeBlame writes the blame of each kind of proxy that refuses the set:

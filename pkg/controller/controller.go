@@ -134,6 +134,9 @@ type Controller struct {
 
 	configMaps   corelisters.ConfigMapLister
 	envoyFilters istiolisters.EnvoyFilterLister
+	// others lists the EnvoyFilters globalconfig does not manage, nil
+	// unless WatchDependents was called (dependents.go).
+	others istiolisters.EnvoyFilterLister
 	// home is the home cluster as a delivery target: its EnvoyFilter
 	// cache, with the objects our own applies returned.
 	home *clusterTarget

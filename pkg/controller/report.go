@@ -23,6 +23,7 @@ import (
 // status. applyErr is the delivery error, returned after it is reported.
 func (c *Controller) report(ctx context.Context, cm *corev1.ConfigMap, d decide.Decision, writes []string, applyErr error) error {
 	st := c.statusOf(d)
+	c.reportDependents(st)
 	switch {
 	case !d.Valid():
 		c.metrics.ConfigValid.Set(0)

@@ -133,6 +133,13 @@ type Status struct {
 	// (rollout.clusters): its stages, where it stands, the clusters that
 	// failed; nil without stages.
 	ClusterRollout *canary.ClusterRecord `json:"clusterRollout,omitempty"`
+
+	// Dependents are the EnvoyFilters globalconfig does not manage whose
+	// patches anchor on a filter an item of the applied set inserts
+	// (pkg/anchors), on proxies both may reach: removing or moving that
+	// item changes or breaks them. Absent when there is none.
+	Dependents []Dependent `json:"dependents,omitempty"`
+
 	// Blame names, for the proxies that refuse the applied set (NACK),
 	// the EnvoyFilters Envoy refuses: one entry per kind of proxy that
 	// refuses it (gateway, sidecar), for the first such proxy by name.
@@ -388,4 +395,27 @@ func Read(data map[string]string) (*Status, error) {
 		return nil, fmt.Errorf("status: no key %s", Key)
 	}
 	return Parse(text)
+}
+
+// Dependent is one patch of an EnvoyFilter globalconfig does not manage
+// that anchors on a filter an item inserts.
+type Dependent struct {
+	// Namespace and Name are the EnvoyFilter's.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Patch is the index of its configPatches entry, Operation that
+	// patch's operation (INSERT_BEFORE, INSERT_AFTER, REPLACE or MERGE).
+	Patch     int    `json:"patch"`
+	Operation string `json:"operation"`
+	// Filter is the filter it anchors on, Item the item that inserts it.
+	Filter string `json:"filter"`
+	Item   string `json:"item"`
+	// Note says why it may not find the filter even now (a priority
+	// equal to the item's), when it may not.
+	Note string `json:"note,omitempty"`
+}
+
+// String is the dependent for people, as `globalconfig status` says it.
+func (d Dependent) String() string {
+	return fmt.Sprintf("%s/%s anchors on %s (%s): removing or moving that item changes or breaks it", d.Namespace, d.Name, d.Filter, d.Item)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
+	"github.com/globalconfig/globalconfig/pkg/anchors"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
@@ -39,6 +40,10 @@ type Options struct {
 	Fleet func(ctx context.Context, label string, set []*envoyfilter.Object) (canaries, unlabelled []string, err error)
 	// Envoy is Handler.Envoy (nil: no Envoy check).
 	Envoy *EnvoyCheck
+	// Others and RootNamespace are Handler.Others and
+	// Handler.RootNamespace (nil: no warnings about dependents).
+	Others        func(ctx context.Context) ([]anchors.Other, error)
+	RootNamespace string
 }
 
 // rotationCheck is how often a running replica checks whether the serving
@@ -57,7 +62,8 @@ func Start(ctx context.Context, kube kubernetes.Interface, opts Options, log *sl
 	if r == nil {
 		r = render.New()
 	}
-	srv := NewServer(&Handler{Log: log, Manager: r, Fleet: opts.Fleet, Envoy: opts.Envoy})
+	srv := NewServer(&Handler{Log: log, Manager: r, Fleet: opts.Fleet, Envoy: opts.Envoy,
+		Others: opts.Others, RootNamespace: opts.RootNamespace})
 	go func() {
 		if err := srv.Serve(ctx, ln); err != nil {
 			log.Error("webhook server stopped", "err", err)

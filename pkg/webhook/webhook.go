@@ -29,6 +29,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
+	"github.com/globalconfig/globalconfig/pkg/anchors"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
@@ -63,6 +64,12 @@ type Handler struct {
 	// EnvoyFilters into the fleet's Envoy binary; nil checks with
 	// globalconfig's own validation only.
 	Envoy *EnvoyCheck
+	// Others, when set, lists the cluster's EnvoyFilters that
+	// globalconfig does not manage: an edit that removes or moves a
+	// filter one of them anchors on is warned about (dependents.go).
+	Others func(ctx context.Context) ([]anchors.Other, error)
+	// RootNamespace is Istio's root namespace (istio-system when empty).
+	RootNamespace string
 }
 
 // reviewShare is the share of the API server's timeout for the review
@@ -147,6 +154,7 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		allow.Warnings = append(allow.Warnings, "globalconfig: "+render.Describe([]*fielderr.Error{w}, ""))
 	}
 	allow.Warnings = append(allow.Warnings, h.canaryWarnings(ctx, res)...)
+	allow.Warnings = append(allow.Warnings, h.dependentWarnings(ctx, req, res, diff)...)
 	switch {
 	case diff == nil:
 	case diff.Empty():

@@ -3,14 +3,17 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -21,18 +24,24 @@ import (
 // An item proves its effect at the proxy from its own testdata: the cases
 // of items/<package>/testdata/traffic.yaml are applied to both real
 // gateways and their requests sent through them, with no Go code of the
-// item's in this suite. The format is documented in CONTRIBUTING.md.
+// item's in this suite. The format is documented in docs/traffic-yaml.md.
 
 // TrafficFile is the name of an item's declared traffic cases.
 const TrafficFile = "traffic.yaml"
 
-// trafficCase is one document and the requests that show what it does.
+// trafficCase is one document and what shows its effect: requests, a
+// Go test of the item's own package, or both.
 type trafficCase struct {
 	Name string `json:"name"`
 	// Document is a golden input beside the file (default
 	// example.in.yaml), made the whole configuration.
 	Document string           `json:"document"`
 	Requests []trafficRequest `json:"requests"`
+	// GoTest names a test function of the item's own package
+	// (items/<pkg>/*_test.go), run as a subprocess at each gateway once
+	// the document is in effect there and the requests passed: for what
+	// data can't say. It reads the gateway with declared.Proxy (test/harness/declared).
+	GoTest string `json:"goTest"`
 }
 
 type trafficRequest struct {
@@ -67,6 +76,21 @@ type trafficExpect struct {
 	// DecodedBodyBytes is the body's size once decoded as its
 	// Content-Encoding says (gzip, or none).
 	DecodedBodyBytes *int `json:"decodedBodyBytes"`
+	// Elapsed bounds the time from sending the request to the last byte
+	// of its response body (Go durations: "1.5s", "200ms").
+	Elapsed *elapsedBounds `json:"elapsed"`
+	// SlowerThanWithout is how much slower the request must be than the
+	// same request at the same gateway with the item's top-level key
+	// taken out of the case's document (a Go duration).
+	SlowerThanWithout string `json:"slowerThanWithout"`
+
+	// timing is Elapsed and SlowerThanWithout parsed by readTraffic.
+	timing timing
+}
+
+type elapsedBounds struct {
+	Min string `json:"min"`
+	Max string `json:"max"`
 }
 
 // Who answered, for expect.answeredBy.
@@ -75,13 +99,23 @@ const (
 	answeredByGateway = "gateway"
 )
 
-// readTraffic reads and checks one traffic.yaml: every case names a
-// document that exists, and every request asserts a status.
+// goTestName is what a goTest must look like: a Go test function's name.
+var goTestName = regexp.MustCompile(`^Test[A-Z0-9_][A-Za-z0-9_]*$`)
+
+// readTraffic reads and checks one traffic.yaml.
 func readTraffic(path string) ([]trafficCase, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return parseTraffic(path, data)
+}
+
+// parseTraffic checks the cases of the traffic.yaml at path: every case
+// names a document that exists and has requests or a goTest (a test
+// function of the item's package), every request asserts a status, and
+// timing expectations are positive Go durations with min at most max.
+func parseTraffic(path string, data []byte) ([]trafficCase, error) {
 	var cases []trafficCase
 	if err := yaml.UnmarshalStrict(data, &cases); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -89,6 +123,7 @@ func readTraffic(path string) ([]trafficCase, error) {
 	if len(cases) == 0 {
 		return nil, fmt.Errorf("%s: no case", path)
 	}
+	dir := filepath.Dir(path)
 	for i, c := range cases {
 		if c.Name == "" {
 			return nil, fmt.Errorf("%s: case %d has no name", path, i)
@@ -96,22 +131,62 @@ func readTraffic(path string) ([]trafficCase, error) {
 		if c.Document == "" {
 			cases[i].Document = "example.in.yaml"
 		}
-		if _, err := os.Stat(filepath.Join(filepath.Dir(path), cases[i].Document)); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, c.Name, err)
+		if _, err := os.Stat(filepath.Join(dir, cases[i].Document)); err != nil {
+			return nil, fmt.Errorf("%s: case %q: %w", path, c.Name, err)
 		}
-		if len(c.Requests) == 0 {
-			return nil, fmt.Errorf("%s: %s: no request", path, c.Name)
+		if len(c.Requests) == 0 && c.GoTest == "" {
+			return nil, fmt.Errorf("%s: case %q has no request and no goTest: give it one or both", path, c.Name)
 		}
+		if c.GoTest != "" {
+			if err := goTestDeclared(filepath.Dir(dir), c.GoTest); err != nil {
+				return nil, fmt.Errorf("%s: case %q: %w", path, c.Name, err)
+			}
+		}
+		timed := 0
 		for j, r := range c.Requests {
 			if r.Expect.Status == 0 || !strings.HasPrefix(r.Path, "/") {
-				return nil, fmt.Errorf("%s: %s: request %d needs a path and an expected status", path, c.Name, j)
+				return nil, fmt.Errorf("%s: case %q: request %d needs a path and an expected status", path, c.Name, j)
 			}
 			if a := r.Expect.AnsweredBy; a != "" && a != answeredByBackend && a != answeredByGateway {
-				return nil, fmt.Errorf("%s: %s: request %d: answeredBy is %s or %s, not %q", path, c.Name, j, answeredByGateway, answeredByBackend, a)
+				return nil, fmt.Errorf("%s: case %q: request %d: answeredBy is %s or %s, not %q", path, c.Name, j, answeredByGateway, answeredByBackend, a)
 			}
+			tm, err := parseTiming(r.Expect)
+			if err != nil {
+				return nil, fmt.Errorf("%s: case %q: request %d: %w", path, c.Name, j, err)
+			}
+			cases[i].Requests[j].Expect.timing = tm
+			if tm.any() {
+				timed++
+			}
+		}
+		if timed > maxTimedRequests {
+			return nil, fmt.Errorf("%s: case %q has %d timed requests, at most %d: each is sent %d times at each gateway; split the case", path, c.Name, timed, maxTimedRequests, timedSends)
 		}
 	}
 	return cases, nil
+}
+
+// goTestDeclared checks that the package in pkgDir has a test function
+// name in one of its _test.go files.
+func goTestDeclared(pkgDir, name string) error {
+	if !goTestName.MatchString(name) {
+		return fmt.Errorf("goTest %q is not a Go test function's name (Test followed by an upper-case letter, a digit or _)", name)
+	}
+	files, err := filepath.Glob(filepath.Join(pkgDir, "*_test.go"))
+	if err != nil {
+		return err
+	}
+	decl := regexp.MustCompile(`(?m)^func ` + name + `\(\w+ \*testing\.T\) \{`)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if decl.Match(src) {
+			return nil
+		}
+	}
+	return fmt.Errorf("goTest %s: no func %s(t *testing.T) in %s", name, name, filepath.Join(pkgDir, "*_test.go"))
 }
 
 // provenInGo are the items whose effect this suite proves in Go tests
@@ -141,43 +216,56 @@ var provenInGo = map[string]string{
 }
 
 // Every registered item proves its effect at the proxy: by declared
-// traffic cases, or by a Go test of this suite.
+// traffic cases (requests, goTests of its own package, or both), or by a
+// Go test of this suite, never both.
 func TestEveryItemProvenAtTheProxy(t *testing.T) {
 	for _, r := range items.All() {
 		dir := itemTestdata(t, r.Name)
-		_, err := os.Stat(filepath.Join(dir, TrafficFile))
+		file := filepath.Join(dir, TrafficFile)
+		_, err := os.Stat(file)
 		declared := err == nil
 		_, inGo := provenInGo[r.Name]
 		switch {
 		case !declared && !inGo:
-			t.Errorf("item %s proves nothing at the proxy: add %s", r.Name, filepath.Join(dir, TrafficFile))
+			t.Errorf("item %s proves nothing at the proxy: add %s", r.Name, file)
 		case declared && inGo:
 			t.Errorf("item %s is proven twice: by %s and by %s", r.Name, TrafficFile, provenInGo[r.Name])
+		case declared:
+			if _, err := readTraffic(file); err != nil {
+				t.Errorf("item %s: %v", r.Name, err)
+			}
 		}
 	}
 }
 
 // itemTestdata is the testdata folder of item name: the one whose
 // example.in.yaml configures it.
-func itemTestdata(t *testing.T, name string) string {
+func itemTestdata(t testing.TB, name string) string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(harness.RepoRoot(), "items", "*", "testdata", "example.in.yaml"))
+	dir, err := testdataOf(name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return dir
+}
+
+func testdataOf(name string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(harness.RepoRoot(), "items", "*", "testdata", "example.in.yaml"))
+	if err != nil {
+		return "", err
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		for _, line := range strings.Split(string(data), "\n") {
 			if line == name+":" || strings.HasPrefix(line, name+": ") {
-				return filepath.Dir(f)
+				return filepath.Dir(f), nil
 			}
 		}
 	}
-	t.Fatalf("no items/*/testdata/example.in.yaml configures %s", name)
-	return ""
+	return "", fmt.Errorf("no items/*/testdata/example.in.yaml configures %s", name)
 }
 
 // TestDeclaredTraffic runs every item's traffic.yaml at both gateways.
@@ -198,19 +286,98 @@ func TestDeclaredTraffic(t *testing.T) {
 		pkg := filepath.Base(filepath.Dir(filepath.Dir(file)))
 		for _, c := range cases {
 			t.Run(pkg+"/"+c.Name, func(t *testing.T) {
-				doc, err := os.ReadFile(filepath.Join(filepath.Dir(file), c.Document))
-				if err != nil {
-					t.Fatal(err)
-				}
-				use(ctx, t, string(doc))
-				each(t, func(t *testing.T, g *gw) {
-					for i, r := range c.Requests {
-						checkRequest(t, fmt.Sprintf("request %d (%s %s)", i, r.method(), r.Path), g, r)
-					}
-				})
+				runCase(ctx, t, declaredCase{pkg: pkg, file: file, trafficCase: c})
 			})
 		}
 	}
+}
+
+// declaredCase is one case of an item's traffic.yaml, with where it comes
+// from.
+type declaredCase struct {
+	pkg  string // the item's package folder, items/<pkg>
+	file string // its traffic.yaml
+	trafficCase
+}
+
+// pkgDir is the item's package folder.
+func (c declaredCase) pkgDir() string { return filepath.Dir(filepath.Dir(c.file)) }
+
+// runCase applies the case's document to both gateways and proves it at
+// each: its requests (with their timing), then its goTest. A case with a
+// slowerThanWithout first measures the same requests without the item.
+func runCase(ctx context.Context, t *testing.T, c declaredCase) {
+	doc, err := os.ReadFile(filepath.Join(filepath.Dir(c.file), c.Document))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base baselines
+	if c.needsBaseline() {
+		base = measureBaseline(ctx, t, c, doc)
+	}
+	var bin *goTestBinary
+	if c.GoTest != "" {
+		if bin, err = buildGoTest(ctx, c.pkgDir(), t.TempDir()); err != nil {
+			t.Fatalf("%s/%s: goTest %s: %v", c.pkg, c.Name, c.GoTest, err)
+		}
+		t.Logf("goTest %s: %s built in %.1fs", c.GoTest, bin.pkg, bin.build.Seconds())
+	}
+	use(ctx, t, string(doc))
+	each(t, func(t *testing.T, g *gw) {
+		for _, msg := range c.requestsAt(ctx, g, base[g]) {
+			t.Error(msg)
+		}
+		if bin == nil {
+			return
+		}
+		if t.Failed() {
+			t.Fatalf("goTest %s not run at Envoy %s: the case's requests failed", c.GoTest, g.Binary.Version)
+		}
+		took, err := bin.run(ctx, c.GoTest, g)
+		if err != nil {
+			t.Errorf("%s/%s at Envoy %s: %v", c.pkg, c.Name, g.Binary.Version, err)
+			return
+		}
+		t.Logf("goTest %s ran and passed at Envoy %s in %.1fs", c.GoTest, g.Binary.Version, took.Seconds())
+	})
+}
+
+// requestsAt sends the case's requests to g and returns what differed
+// from their expectations, each naming the request. base holds, by
+// request index, the times without the item (for slowerThanWithout).
+func (c declaredCase) requestsAt(ctx context.Context, g *gw, base map[int][]time.Duration) []string {
+	var out []string
+	for i, r := range c.Requests {
+		what := fmt.Sprintf("%s/%s request %d %s %s at Envoy %s", c.pkg, c.Name, i, r.method(), r.Path, g.Binary.Version)
+		n := 1
+		if r.Expect.timing.any() {
+			n = timedSends
+		}
+		var took []time.Duration
+		for k := range n {
+			start := time.Now()
+			resp, err := do(ctx, r.method(), g.url(r.Path), r.Headers, strings.Repeat("x", r.BodyBytes))
+			d := time.Since(start)
+			if err != nil {
+				out = append(out, fmt.Sprintf("%s: %v", what, err))
+				break
+			}
+			if p := checkResponse(r.Expect, resp); len(p) > 0 {
+				for _, m := range p {
+					if n > 1 {
+						m = fmt.Sprintf("send %d of %d: %s", k+1, n, m)
+					}
+					out = append(out, what+": "+m)
+				}
+				break
+			}
+			took = append(took, d)
+		}
+		if len(took) == n && n > 1 {
+			out = append(out, r.Expect.timing.judge(what, took, base[i], c.without())...)
+		}
+	}
+	return out
 }
 
 func (r trafficRequest) method() string {
@@ -220,35 +387,32 @@ func (r trafficRequest) method() string {
 	return r.Method
 }
 
-func checkRequest(t *testing.T, what string, g *gw, r trafficRequest) {
-	t.Helper()
-	resp, err := do(t.Context(), r.method(), g.url(r.Path), r.Headers, strings.Repeat("x", r.BodyBytes))
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	e := r.Expect
+// checkResponse returns how resp differs from e, one sentence a
+// difference (the timing aside: see timing.judge).
+func checkResponse(e trafficExpect, resp *response) []string {
+	var out []string
 	if resp.status != e.Status {
-		t.Errorf("%s: status %d, want %d: %.200s", what, resp.status, e.Status, resp.body)
+		out = append(out, fmt.Sprintf("status %d, want %d: %.200s", resp.status, e.Status, resp.body))
 	}
 	for k, v := range e.Headers {
 		if got := resp.header.Get(k); got != v {
-			t.Errorf("%s: response header %s: %q, want %q", what, k, got, v)
+			out = append(out, fmt.Sprintf("response header %s: %q, want %q", k, got, v))
 		}
 	}
 	for _, k := range e.Absent {
 		if _, ok := resp.header[http.CanonicalHeaderKey(k)]; ok {
-			t.Errorf("%s: response header %s is there: %q", what, k, resp.header.Get(k))
+			out = append(out, fmt.Sprintf("response header %s is there: %q", k, resp.header.Get(k)))
 		}
 	}
 	if e.MaxBodyBytes > 0 && len(resp.body) > e.MaxBodyBytes {
-		t.Errorf("%s: body of %d bytes, want at most %d", what, len(resp.body), e.MaxBodyBytes)
+		out = append(out, fmt.Sprintf("body of %d bytes, want at most %d", len(resp.body), e.MaxBodyBytes))
 	}
 	stamped := resp.header.Get(harness.BackendHeader) == harness.BackendName
 	switch {
 	case e.AnsweredBy == answeredByBackend && !stamped:
-		t.Errorf("%s: answered by the gateway (no %s: %s), want the backend: %.200s", what, harness.BackendHeader, harness.BackendName, resp.body)
+		out = append(out, fmt.Sprintf("answered by the gateway (no %s: %s), want the backend: %.200s", harness.BackendHeader, harness.BackendName, resp.body))
 	case e.AnsweredBy == answeredByGateway && stamped:
-		t.Errorf("%s: answered by the backend (%s: %s), want the gateway: %.200s", what, harness.BackendHeader, harness.BackendName, resp.body)
+		out = append(out, fmt.Sprintf("answered by the backend (%s: %s), want the gateway: %.200s", harness.BackendHeader, harness.BackendName, resp.body))
 	}
 	if n := e.DecodedBodyBytes; n != nil {
 		body := resp.body
@@ -260,33 +424,34 @@ func checkRequest(t *testing.T, what string, g *gw, r trafficRequest) {
 				body, err = io.ReadAll(zr)
 			}
 			if err != nil {
-				t.Fatalf("%s: a gzip body that does not decode: %v", what, err)
+				return append(out, fmt.Sprintf("a gzip body that does not decode: %v", err))
 			}
 		default:
-			t.Fatalf("%s: decodedBodyBytes decodes gzip only, not %q", what, enc)
+			return append(out, fmt.Sprintf("decodedBodyBytes decodes gzip only, not %q", enc))
 		}
 		if len(body) != *n {
-			t.Errorf("%s: %d bytes once decoded, want %d", what, len(body), *n)
+			out = append(out, fmt.Sprintf("%d bytes once decoded, want %d", len(body), *n))
 		}
 	}
 	if len(e.Upstream)+len(e.UpstreamAbsent) == 0 && e.UpstreamBodyBytes == nil {
-		return
+		return out
 	}
 	var seen harness.Seen
 	if err := json.Unmarshal(resp.body, &seen); err != nil {
-		t.Fatalf("%s: not the backend's echo: %v: %.200s", what, err, resp.body)
+		return append(out, fmt.Sprintf("not the backend's echo: %v: %.200s", err, resp.body))
 	}
 	for k, v := range e.Upstream {
 		if got := seen.Header(k); got != v {
-			t.Errorf("%s: the backend saw %s: %q, want %q", what, k, got, v)
+			out = append(out, fmt.Sprintf("the backend saw %s: %q, want %q", k, got, v))
 		}
 	}
 	for _, k := range e.UpstreamAbsent {
 		if seen.Has(k) {
-			t.Errorf("%s: the backend saw %s: %q", what, k, seen.Header(k))
+			out = append(out, fmt.Sprintf("the backend saw %s: %q", k, seen.Header(k)))
 		}
 	}
 	if n := e.UpstreamBodyBytes; n != nil && seen.BodyBytes != *n {
-		t.Errorf("%s: the backend saw a body of %d bytes, want %d", what, seen.BodyBytes, *n)
+		out = append(out, fmt.Sprintf("the backend saw a body of %d bytes, want %d", seen.BodyBytes, *n))
 	}
+	return out
 }

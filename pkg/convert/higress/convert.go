@@ -449,7 +449,7 @@ func higressPaths(err error) error {
 	var errs fielderr.List
 	for _, p := range fielderr.Flatten(err) {
 		msg := strings.TrimPrefix(p.Msg, "converts to a value globalconfig refuses: ")
-		errs.Addf(p.Path, "Higress takes this value as it is, and globalconfig can't carry it: %s", msg)
+		errs.Addf(p.Path, "Higress takes this value as it is, and globalconfig's validation refuses it: %s", msg)
 	}
 	return errs.Err()
 }

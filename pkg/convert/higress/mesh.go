@@ -34,7 +34,7 @@ func (c *converter) reportMesh(in Input) {
 			c.report.add("mesh", NotCarried, "Istio's MeshConfig, with no setting in it: nothing to carry")
 		}
 		for _, k := range slices.Sorted(maps.Keys(mesh)) {
-			detail := "Istio's MeshConfig, which istiod applies to every proxy; leave it in the mesh config of the istiod that serves the gateways (istioctl install or Helm meshConfig). globalconfig has no key for it"
+			detail := "Istio's MeshConfig, which istiod applies to every proxy; leave it in the mesh config of the istiod that serves the gateways (istioctl install or Helm meshConfig); the conversion leaves every MeshConfig key to Istio"
 			if ours, ok := meshExpressible[k]; ok {
 				detail = "Istio's MeshConfig, which istiod applies to every proxy; keep it there. globalconfig can express the same with " + ours + ", but not converting it avoids doing it twice"
 			}

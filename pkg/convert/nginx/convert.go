@@ -337,13 +337,13 @@ func (c *converter) convert() {
 			// The value is raw nginx configuration: not shown.
 			c.report.Add(k, Insecure, snippet)
 		case ok && strings.Contains(k, "ticket-key"):
-			c.report.Add(k, f.verdict, f.detail)
+			c.report.Add(k, f.verdict, f.text())
 		case raw == "":
 			c.report.AddValue(k, `""`, DefaultAlready, "empty: nothing set")
 		case ok && f.off != "" && isOff(raw):
 			c.report.AddValue(k, raw, DefaultAlready, f.off)
 		case ok:
-			c.report.AddValue(k, raw, f.verdict, f.detail)
+			c.report.AddValue(k, raw, f.verdict, f.text())
 		case looksLikeSnippet(k):
 			// Misspelt or differently cased, ingress-nginx ignores it; its
 			// value may still be raw configuration, secrets included.

@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/items/extauth"
+	"github.com/globalconfig/globalconfig/pkg/convert/gap"
 	"github.com/globalconfig/globalconfig/pkg/convert/nginx"
 )
 
@@ -37,6 +38,15 @@ const (
 )
 
 var keyCases = []keyCase{
+	// Keys whose verdict names an Envoy capability (nginx.Gaps): the
+	// table's note is the verdict, as the registry words it today.
+	{key: "limit-rate", value: "16384", verdict: nginx.NotSupported},
+	{key: "limit-rate-after", value: "1m", verdict: nginx.NotSupported},
+	{key: "upstream-keepalive-time", value: "1h", verdict: nginx.NotSupported},
+	{key: "proxy-protocol-header-timeout", value: "5s", verdict: nginx.NotSupported},
+	{key: "opentelemetry-operation-name", value: "HTTP $request_method $service_name $uri", verdict: nginx.NotSupported},
+	{key: "skip-access-log-urls", value: "/healthz", verdict: nginx.NotSupported},
+	{key: "use-geoip2", value: "true", verdict: nginx.NotSupported},
 	// Body size.
 	{key: "proxy-body-size", value: "25m", verdict: nginx.Converted, want: []string{"requestBody.maxSize=25Mi"}, note: "nginx's m is a mebibyte. Envoy buffers the body in memory up to the limit; larger requests get 413, as from nginx"},
 	{key: "proxy-body-size", unset: true, verdict: nginx.DefaultWritten, want: []string{"requestBody.maxSize=1Mi"}},
@@ -46,7 +56,7 @@ var keyCases = []keyCase{
 	// Headers.
 	{key: "large-client-header-buffers", value: "8 16k", verdict: nginx.Converted, want: []string{"downstream.maxRequestHeadersKb=128"}, note: "number × size becomes a limit on the whole header block; nginx's per-line limit has no counterpart"},
 	{key: "large-client-header-buffers", unset: true, verdict: nginx.DefaultWritten, want: []string{"downstream.maxRequestHeadersKb=32"}},
-	{key: "proxy-buffer-size", value: "16k", verdict: nginx.NotSupported, note: "nginx's buffer for a service's response headers (502 when they don't fit); Envoy's limit is 60 KiB (max_response_headers_kb), which globalconfig does not set"},
+	{key: "proxy-buffer-size", value: "16k", verdict: nginx.NotSupported}, // the note is the gap's verdict (nginx.Gaps)
 	{key: "client-header-buffer-size", value: "4k", verdict: nginx.NotNeeded, note: "nginx's first header buffer; the limit is large-client-header-buffers"},
 	// Client IP.
 	{key: "use-forwarded-headers", value: "true", verdict: nginx.NotSupported, want: []string{"headers.xff=-"}, note: "nginx trusts X-Forwarded-For by address range (proxy-real-ip-cidr); Envoy at a gateway by hop count: give --trusted-hops N"},
@@ -316,6 +326,10 @@ func TestReadmeKeyTable(t *testing.T) {
 	if !ok1 || !ok2 {
 		t.Fatalf("docs/migrating-from-ingress-nginx.md has no %q … %q section", begin, end)
 	}
+	gaps := map[string]gap.Use{}
+	for _, u := range nginx.Gaps() {
+		gaps[u.Key] = u
+	}
 	var b strings.Builder
 	b.WriteString("| key | verdict | document key | notes |\n|:--|:--|:--|:--|\n")
 	seen := map[string]bool{}
@@ -330,7 +344,11 @@ func TestReadmeKeyTable(t *testing.T) {
 				paths = append(paths, "`"+p+"`")
 			}
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.key, k.verdict, strings.Join(paths, ", "), k.note)
+		note := k.note
+		if g, ok := gaps[k.key]; ok {
+			note = g.Text()
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.key, k.verdict, strings.Join(paths, ", "), note)
 	}
 	want := before + begin + b.String() + end + after
 	if *update {

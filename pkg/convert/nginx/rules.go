@@ -964,7 +964,7 @@ func (c *converter) ipAccess() {
 		c.report.AddValue(refs.key, `""`, DefaultAlready, "empty: nothing to block")
 		return
 	}
-	c.verdict(refs, NotSupported, "no item matches the Referer header; an AuthorizationPolicy with action DENY and a when condition on request.headers[Referer] does it (exact values and prefix or suffix wildcards; nginx's ~ regular expressions don't carry over)")
+	c.verdict(refs, NotSupported, "the conversion refuses no request by its Referer header; an AuthorizationPolicy with action DENY and a when condition on request.headers[Referer] does it (exact values and prefix or suffix wildcards; nginx's ~ regular expressions don't carry over)")
 }
 
 // ipRanges converts the address ranges: whitelist-source-range,
