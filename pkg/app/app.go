@@ -45,6 +45,7 @@ import (
 	"github.com/globalconfig/globalconfig/pkg/anchors"
 	"github.com/globalconfig/globalconfig/pkg/canary"
 	"github.com/globalconfig/globalconfig/pkg/controller"
+	"github.com/globalconfig/globalconfig/pkg/envoybin"
 	"github.com/globalconfig/globalconfig/pkg/facts"
 	"github.com/globalconfig/globalconfig/pkg/mcp"
 	"github.com/globalconfig/globalconfig/pkg/members"
@@ -183,15 +184,24 @@ func limitRate(cfg *rest.Config) { cfg.QPS, cfg.Burst = ClientQPS, ClientBurst }
 func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if opts.Envoy != "" {
+	var envoyBin *envoybin.Binary
+	if opts.Envoy != "" && opts.Webhook.Addr != "" {
 		// A binary that can't check is an error now, not at the first edit.
 		check, err := webhook.NewEnvoyCheck(ctx, opts.Envoy, opts.EnvoyTimeout, reg)
 		if err != nil {
 			return fmt.Errorf("--envoy: %w", err)
 		}
-		opts.Webhook.Envoy = check
+		opts.Webhook.Envoy, envoyBin = check, check.Binary
 		log.Info("admission loads each edit's EnvoyFilters into Envoy", "envoy", check.Binary.Path,
 			"version", check.Binary.Version, "istio", check.Istio(), "timeout", check.Timeout)
+	} else if opts.Envoy != "" {
+		// For the blame only: a binary that can't run is an error now,
+		// not at the first NACK.
+		bin, err := openEnvoy(ctx, opts.Envoy)
+		if err != nil {
+			return fmt.Errorf("--envoy: %w", err)
+		}
+		envoyBin = bin
 	}
 	restCfg, err := RESTConfig(opts.Kubeconfig)
 	if err != nil {
@@ -375,6 +385,11 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	cfg.Rollout, cfg.RootNamespace = tracker, opts.Rollout.RootNamespace
+	if envoyBin != nil && tracker != nil {
+		// The blame of a NACK: which EnvoyFilter the proxies refuse.
+		cfg.Blame, cfg.BlameEnvoy = blameLive(tracker, kube, istio, envoyBin, opts.Rollout.RootNamespace, homeName(cfg)), envoyBin.Minor()
+		log.Info("the controller names the EnvoyFilter proxies refuse when they NACK", "envoy", envoyBin.Path, "version", envoyBin.Version)
+	}
 	if tracker != nil {
 		tracker.Client.Read = metrics.RolloutRead
 		// The traffic gate of canary phases: each proxy's own statistics,

@@ -28,6 +28,45 @@ import (
 // whatever the proxies answer: a document is rolled back at most once and
 // kept at most once, so nothing flaps.
 
+// When the controller names the EnvoyFilters the proxies refuse
+// (Input.Blame), a refused change is judged by that blame too: while it
+// is being found nothing is decided (Output.Waiting); when it names only
+// EnvoyFilters globalconfig does not manage, rolling back would not help,
+// so the document is kept (phase Kept) and the message names them; when
+// it names one of ours, alone or together with a user's, the roll back
+// proceeds and the message names the other half; when it failed or named
+// nothing, the roll back proceeds as without it (fail closed) and the
+// message says why.
+
+// Blame is what the blame of the proxies' refusal says, as the Direct
+// decision needs it.
+type Blame struct {
+	// Set is the hash of the set the blame is about: only the blame of
+	// the refused set itself counts.
+	Set string
+	// Pending says the blame is still being found.
+	Pending bool
+	// Ours says a fault names an EnvoyFilter globalconfig manages (alone
+	// or in a combination).
+	Ours bool
+	// Culprits names every fault as a user reads it ("the combination of
+	// istio-system/x (not managed by globalconfig) and globalconfig's
+	// localRateLimit (...)"); empty when the blame named none.
+	Culprits string
+	// Others names the EnvoyFilters not managed by globalconfig that a
+	// fault naming ours holds too (the other half); empty when there is
+	// none.
+	Others string
+	// NotBlamed says why the blame named no EnvoyFilter (Envoy accepts
+	// the config now, or refuses it without any EnvoyFilter); Err why it
+	// failed (timed out, no proxy, no istiod).
+	NotBlamed string
+	Err       string
+}
+
+// Waiting for the blame of the refused set.
+const waitingForBlame = "finding which EnvoyFilter the proxies refuse: the change is neither rolled back nor kept until the blame is known"
+
 // MaxRecordedNACKs bounds the proxies a Direct record lists.
 const MaxRecordedNACKs = 10
 
@@ -95,6 +134,11 @@ func direct(in Input) Output {
 	case taken:
 		out.Promote, out.Direct = true, Promoted
 	case refused:
+		b := in.Blame
+		if b != nil && (b.Pending || b.Set != in.Candidate.Hash) {
+			out.Waiting = waitingForBlame
+			return out
+		}
 		now := in.Now.UTC()
 		started := in.Verdict.Since.UTC()
 		if started.IsZero() {
@@ -106,6 +150,16 @@ func direct(in Input) Output {
 			NACKs: nacks(in.Verdict),
 		}
 		rec.Message = refusal(in.Verdict, rule, "rejected the change")
+		if b != nil && b.Err == "" && b.NotBlamed == "" && b.Culprits != "" && !b.Ours {
+			// Only EnvoyFilters of others: the proxies refuse them
+			// whatever globalconfig sends.
+			rec.Phase = Kept
+			rec.Message = "proxies refuse " + b.Culprits + " on its own: rolling back globalconfig's change would not help, so the document is kept until it changes (" + rec.Message + ")"
+			return Output{Deliver: in.Candidate.Objects, Record: rec, Promote: true, Direct: Kept}
+		}
+		if b != nil {
+			rec.Message += "; " + b.rolledBack()
+		}
 		return Output{Deliver: in.Stable.Objects, Record: rec, Direct: RolledBack}
 	default:
 		out.Waiting = why
@@ -184,4 +238,17 @@ func refusal(v Verdict, rule RollbackOn, what string) string {
 // nacks are v's NACKed proxies to record.
 func nacks(v Verdict) []Answer {
 	return slices.Clone(v.NACKs[:min(len(v.NACKs), MaxRecordedNACKs)])
+}
+
+// rolledBack says what the blame adds to a roll back's message.
+func (b *Blame) rolledBack() string {
+	switch {
+	case b.Err != "":
+		return "the blame could not name the EnvoyFilter the proxies refuse (" + b.Err + "), so the change is rolled back"
+	case b.NotBlamed != "":
+		return "the blame named no EnvoyFilter (" + b.NotBlamed + "), so the change is rolled back"
+	case b.Others != "":
+		return "the proxies refuse " + b.Culprits + ": globalconfig's change fails together with " + b.Others + " (the other half of the fault)"
+	}
+	return "the proxies refuse " + b.Culprits
 }

@@ -326,6 +326,11 @@ type Input struct {
 	// some proxy lacks) is held back everywhere.
 	LeaderPairing string
 	LeaderKnown   bool
+	// Blame, when the controller names the EnvoyFilters proxies refuse
+	// (it runs with --envoy), is what that blame says of the set the
+	// answers are about; nil without a blame: a refused Direct change is
+	// then rolled back as the answers alone say.
+	Blame *Blame
 }
 
 // Output is what to deliver, and the rollout record to keep.

@@ -95,7 +95,7 @@ func runFlags(fs *flag.FlagSet) (*app.Options, *string, *string) {
 	})
 	fs.BoolVar(&o.ServiceFacts, "service-facts", true, "look up the Services and ServiceEntries the document's items send to (a collector): refuse a name istiod never resolves as written, warn of one that is missing (its item is not in effect); needs get, list and watch on services and list and watch on serviceentries")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", facts.DefaultDomain, "istiod's domain suffix (its --domain): Services' full host names end in .svc.DOMAIN")
-	fs.StringVar(&o.Envoy, "envoy", "", "the fleet's Envoy binary (istio-proxy's, from the istio/proxyv2 image): the webhook loads the output of every edit that changes the EnvoyFilters into it in validate mode and refuses what Envoy refuses; needs --webhook-addr")
+	fs.StringVar(&o.Envoy, "envoy", "", "the fleet's Envoy binary (istio-proxy's, from the istio/proxyv2 image, or an upstream Envoy of the same release): when proxies NACK a set, the controller runs it to name the EnvoyFilter they refuse, ours or another's, in the status and an Event, and a Direct change is rolled back only when that EnvoyFilter is globalconfig's (needs --rollout); with --webhook-addr the webhook also loads the output of every edit that changes the EnvoyFilters into it in validate mode and refuses what Envoy refuses")
 	fs.DurationVar(&o.EnvoyTimeout, "envoy-timeout", webhook.DefaultEnvoyTimeout, "how long one review may wait for the Envoy check; keep it under the webhook configuration's timeoutSeconds (5 in deploy/). An edit the check can't judge in time (or that crashes Envoy) is admitted on globalconfig's own validation, with a warning")
 	fs.StringVar(&o.RateLimitConfigAddr, "ratelimit-config-addr", "", "serve the rate-limit service (envoyproxy/ratelimit, CONFIG_TYPE=GRPC_XDS_SOTW) the globalRateLimit limits of the set the proxies have, over xDS at this address, e.g. :18000")
 	fs.StringVar(&o.Controller.ClusterName, "cluster-name", members.DefaultHome, "the name of the cluster the controller runs in (istiod's CLUSTER_ID there): what target.clusters and the status call it")
@@ -124,8 +124,8 @@ func runCommand(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "globalconfig run: --sink mcp and --sink both need --mcp-addr, and --mcp-addr needs one of them (got --sink %s)\n", opts.Sink)
 		return ExitUsage
 	}
-	if opts.Envoy != "" && opts.Webhook.Addr == "" {
-		fmt.Fprintf(env.Stderr, "globalconfig run: --envoy checks the webhook's edits and needs --webhook-addr\n")
+	if opts.Envoy != "" && opts.Webhook.Addr == "" && !opts.Rollout.Enabled {
+		fmt.Fprintf(env.Stderr, "globalconfig run: --envoy names the EnvoyFilter proxies refuse, which needs --rollout, or checks the webhook's edits, which needs --webhook-addr; with --rollout=false and no --webhook-addr it would do nothing\n")
 		return ExitUsage
 	}
 	if opts.EnvoyTimeout <= 0 {

@@ -179,6 +179,7 @@ func writeStatusText(w io.Writer, configMap string, st *status.Status) error {
 	}
 	writeClusters(ew, st.Clusters)
 	writeDependents(ew, st.Dependents)
+	writeBlame(ew, st.Blame)
 
 	ew.printf("\n")
 	if a == nil || len(a.EnvoyFilters) == 0 {
@@ -298,6 +299,9 @@ func writeDirect(ew *errWriter, r *canary.Record) {
 		ew.printf("  %s %s: %s\n", r.Phase, r.Ended.UTC().Format(time.RFC3339), orDash(r.Message))
 	}
 	switch {
+	case r.Phase == canary.Kept && r.Restored != canary.RestoredRefused:
+		// Kept on the blame of the refusal: never rolled back.
+		ew.printf("  never rolled back: the blame named only EnvoyFilters globalconfig does not manage; the document is kept until it changes\n")
 	case r.Phase == canary.Kept:
 		ew.printf("  the restored last good set was refused as well: the document is kept until it changes\n")
 	case r.Restored == canary.RestoredTaken:
@@ -449,6 +453,20 @@ func writeDependents(ew *errWriter, deps []status.Dependent) {
 		ew.printf("dependents: %s\n", d)
 		if d.Note != "" {
 			ew.printf("  (%s)\n", d.Note)
+		}
+	}
+}
+
+// writeBlame writes the blame of each kind of proxy that refuses the set:
+// what it found in one sentence, then each fault with Envoy's words.
+func writeBlame(ew *errWriter, blames []status.Blame) {
+	for _, b := range blames {
+		ew.printf("blame of the NACK (%s %s, set %s): %s: %s\n", orDash(b.Kind), b.Proxy, orDash(b.Set), b.Outcome, b.Message)
+		for _, f := range b.Faults {
+			ew.printf("  %s: Envoy: %s\n", f.Fault, orDash(f.Message))
+		}
+		if b.Envoy != "" {
+			ew.printf("  judged by Envoy %s: %d runs in %s\n", b.Envoy, b.Runs, orDash(b.Elapsed))
 		}
 	}
 }

@@ -66,7 +66,7 @@ func (c *Controller) rolloutInput(ctx context.Context, cm *corev1.ConfigMap) *de
 	}
 	in := &decide.Rollout{Input: canary.Input{Stable: cs.stable, Record: cs.record, Now: c.now(), Fleet: c.fleet(ctx),
 		Tracking: c.cfg.Rollout != nil, Verdict: c.verdict(), Root: c.root(), InForce: c.inForce(), PairedBy: c.pairedBy(),
-		Resolve: func(hash, label string) (*canary.Set, string) { return c.resolve(ctx, hash, label) }}}
+		Resolve: func(hash, label string) (*canary.Set, string) { return c.resolve(ctx, hash, label) }, Blame: c.directBlame(cm)}}
 	if cs.stable == nil {
 		in.LoadStable = func() (*canary.Set, error) { return c.stableFromLastGood(ctx) }
 	}

@@ -93,6 +93,15 @@ type Config struct {
 	MemberClient func(members.Member) (istioclient.Interface, error)
 	// Resync is the members' informers' resync period.
 	Resync time.Duration
+	// Blame, when set (the controller runs with --envoy), names the
+	// EnvoyFilters that proxies refusing the delivered set refuse
+	// (blame.go): for the status, an Event, and a Direct change's roll
+	// back. Nil: the status says --envoy would name them.
+	Blame BlameFunc
+	// BlameEnvoy is the Envoy minor release of the blame's binary
+	// ("1.40"): of the proxies of a kind that refuse a set, the first of
+	// that release is blamed for.
+	BlameEnvoy string
 }
 
 // The sinks Config.Sink names.
@@ -139,6 +148,10 @@ type Controller struct {
 	// not leading, so followers' informers only keep their caches warm.
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[string]]
 
+	// blamer runs the blames (nil without Config.Blame); its results
+	// outlive a term, as they hold for their set whoever leads.
+	blamer *blamer
+
 	// st is touched only by the single worker, and starts afresh with every
 	// leadership term: another leader may have written in between.
 	st state
@@ -163,6 +176,9 @@ func New(cfg Config, kube kubernetes.Interface, istio istioclient.Interface,
 	}
 	if c.cfg.Sink == "" {
 		c.cfg.Sink = SinkKube
+	}
+	if cfg.Blame != nil {
+		c.blamer = newBlamer(cfg.Blame, c.othersHash, c.Enqueue, c.now)
 	}
 	c.sink = kubeSink{c}
 	if c.cfg.Sink == SinkMCP {
@@ -216,6 +232,9 @@ func (c *Controller) Run(ctx context.Context) {
 		<-ctx.Done()
 		q.ShutDown()
 	}()
+	if c.blamer != nil {
+		go c.blamer.run(ctx) // one blame at a time, off the sync
+	}
 	q.Add(queueKey) // converge once at start, whatever happens next.
 	for c.processNext(ctx, q) {
 	}

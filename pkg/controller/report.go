@@ -170,8 +170,13 @@ func (c *Controller) reportRefusal(st *status.Status, d decide.Decision) {
 		// The proxies refused this very set before it was kept: not
 		// Applied until one of them takes it and none refuses it.
 		st.State = status.NACKed
-		msgs = append(msgs, "the proxies refused the restored last good set as well, so the refusal is not this change's "+
-			"(another EnvoyFilter, or an Envoy older than the output assumes): the document is kept until it changes")
+		if rec.Restored == canary.RestoredRefused {
+			msgs = append(msgs, "the proxies refused the restored last good set as well, so the refusal is not this change's "+
+				"(another EnvoyFilter, or an Envoy older than the output assumes): the document is kept until it changes")
+		} else {
+			// Kept on the blame: it named only others' EnvoyFilters.
+			msgs = append(msgs, c.scrub(rec.Message))
+		}
 	}
 	if r != nil && r.NACKed > 0 {
 		st.State = status.NACKed

@@ -50,8 +50,10 @@ func (c *Controller) reportRollout(cm *corev1.ConfigMap, st *status.Status) {
 		st.RolloutSummary = WaitingForIstiod
 		return
 	}
+	st.Blame = c.blames(r)
 	r = r.Written(c.scrub) // a copy: the tracker's status is shared
 	st.Rollout, st.RolloutSummary = r, r.Summary()
+	c.announceBlames(cm, st.Blame)
 	for _, s := range rollout.States {
 		c.metrics.RolloutProxies.WithLabelValues(string(s)).Set(float64(r.Count(s)))
 	}

@@ -80,6 +80,8 @@ type state struct {
 	stages stagesState
 	// canary is the rollout's state (canary.go).
 	canary canaryState
+	// blamed are the blames announced by an Event (blame.go).
+	blamed map[string]bool
 }
 
 // Sync reads the ConfigMap, decides the desired EnvoyFilters, converges

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
@@ -100,6 +102,9 @@ func Select(px Proxy, root string, fs []Filter) ([]Patch, []string, error) {
 				}
 			}
 			value, err := envoyfilter.FromStruct(cp.GetApplyTo(), cp.GetPatch().GetValue())
+			if err != nil {
+				value, err = fromStructOpaque(cp.GetApplyTo(), cp.GetPatch().GetValue(), err)
+			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("EnvoyFilter %s patch %d: %w", f.key(), i, err)
 			}
@@ -287,4 +292,28 @@ func changed(live, desired []Patch) []string {
 		add(k)
 	}
 	return out
+}
+
+// fromStructOpaque decodes a patch value whose typed configs name a type
+// this build does not link (a health check filter in a user's
+// EnvoyFilter: the controller's binary links only what items emit) with
+// stand-ins that keep their JSON, as a config dump's are (resolver), so
+// Envoy gets them as written. Any other error is failed, as it was.
+func fromStructOpaque(applyTo networking.EnvoyFilter_ApplyTo, s *structpb.Struct, failed error) (proto.Message, error) {
+	m, err := envoyfilter.ValueType(applyTo)
+	if err != nil {
+		return nil, failed
+	}
+	js, err := protojson.Marshal(s)
+	if err != nil {
+		return nil, failed
+	}
+	r := newResolver()
+	if js, err = r.wrap(js); err != nil || len(r.opaque) == 0 {
+		return nil, failed
+	}
+	if err := (protojson.UnmarshalOptions{Resolver: r}).Unmarshal(js, m); err != nil {
+		return nil, failed
+	}
+	return m, nil
 }

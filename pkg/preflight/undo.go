@@ -3,11 +3,14 @@ package preflight
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"unicode"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -88,7 +91,7 @@ func (u *undoer) holef(format string, args ...any) {
 // removeEqual removes the first element equal to p's value.
 func removeEqual[E proto.Message](u *undoer, s []E, p Patch, what, where string) []E {
 	for i, e := range s {
-		if proto.Equal(e, p.Value) {
+		if equalOrStandIn(e, p.Value) {
 			return slices.Delete(s, i, i+1)
 		}
 	}
@@ -479,4 +482,77 @@ func equalValue(fd protoreflect.FieldDescriptor, a, b protoreflect.Value) bool {
 		return proto.Equal(a.Message().Interface(), b.Message().Interface())
 	}
 	return a.Equal(b)
+}
+
+// equalOrStandIn is proto.Equal, or, where a typed config is a stand-in for a
+// type this build does not link, the same JSON once its keys are in one
+// case: a stand-in keeps its JSON as written, in camelCase in istiod's
+// config dump and in snake_case in an EnvoyFilter's patch, so a user's
+// filter of such a type (a health check, in the controller's binary) is
+// found in the config it was inserted into.
+func equalOrStandIn(a, b proto.Message) bool {
+	if proto.Equal(a, b) {
+		return true
+	}
+	ja, okA := standInJSON(a)
+	jb, okB := standInJSON(b)
+	return okA && okB && ja == jb
+}
+
+// standInJSON is m as JSON with its stand-ins expanded and every key in
+// snake_case; false when m holds no stand-in (proto.Equal then said it
+// all).
+func standInJSON(m proto.Message) (string, bool) {
+	r := newResolver()
+	js, err := protojson.MarshalOptions{Resolver: r, UseProtoNames: true}.Marshal(m)
+	if err != nil || len(r.opaque) == 0 {
+		return "", false
+	}
+	if js, err = r.expand(js); err != nil {
+		return "", false
+	}
+	v, err := decodeJSON(js)
+	if err != nil {
+		return "", false
+	}
+	out, err := encodeJSON(snakeKeys(v))
+	if err != nil {
+		return "", false
+	}
+	return string(out), true
+}
+
+// snakeKeys is v with every object key in snake_case ("passThroughMode"
+// → "pass_through_mode"; "@type" as it is).
+func snakeKeys(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[snake(k)] = snakeKeys(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = snakeKeys(e)
+		}
+		return out
+	}
+	return v
+}
+
+func snake(k string) string {
+	if strings.HasPrefix(k, "@") {
+		return k
+	}
+	var b strings.Builder
+	for _, r := range k {
+		if unicode.IsUpper(r) {
+			b.WriteByte('_')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -139,6 +139,84 @@ type Status struct {
 	// (pkg/anchors), on proxies both may reach: removing or moving that
 	// item changes or breaks them. Absent when there is none.
 	Dependents []Dependent `json:"dependents,omitempty"`
+
+	// Blame names, for the proxies that refuse the applied set (NACK),
+	// the EnvoyFilters Envoy refuses: one entry per kind of proxy that
+	// refuses it (gateway, sidecar), for the first such proxy by name.
+	// Absent while no proxy refuses the set.
+	Blame []Blame `json:"blame,omitempty"`
+}
+
+// Blame is the blame of one proxy's refusal of a set: which EnvoyFilters,
+// globalconfig's or anyone else's, make the fleet's Envoy refuse the
+// config istiod builds for it.
+type Blame struct {
+	// Set is the hash of the set the proxy refused.
+	Set string `json:"set"`
+	// Proxy is the proxy blamed for (POD.NAMESPACE), Kind its kind
+	// (gateway or sidecar).
+	Proxy string `json:"proxy"`
+	Kind  string `json:"kind"`
+	// Outcome is where the blame stands (the Blame* constants).
+	Outcome BlameOutcome `json:"outcome"`
+	// Message says, for people, what the blame found and what it means
+	// for a roll back.
+	Message string `json:"message"`
+	// Faults are, when Blamed, the smallest sets of EnvoyFilters Envoy
+	// refuses: taking one EnvoyFilter of each out makes the config load.
+	Faults []Fault `json:"faults,omitempty"`
+	// Envoy is the release of the Envoy binary that judged; Runs how many
+	// times it ran and Elapsed how long the blame took.
+	Envoy   string `json:"envoy,omitempty"`
+	Runs    int    `json:"envoyRuns,omitempty"`
+	Elapsed string `json:"elapsed,omitempty"`
+	// Error says why the blame failed (Outcome Failed), scrubbed of
+	// secret values.
+	Error string `json:"error,omitempty"`
+}
+
+// BlameOutcome is where a blame stands.
+type BlameOutcome string
+
+// The blame outcomes: the search's own (preflight.Outcome) and where the
+// controller stands with it.
+const (
+	// BlameBlamed: Faults name the EnvoyFilters Envoy refuses.
+	BlameBlamed BlameOutcome = "Blamed"
+	// BlameNotReproduced: Envoy accepts the config istiod builds for the
+	// proxy now; nothing is blamed.
+	BlameNotReproduced BlameOutcome = "NotReproduced"
+	// BlameBaseRejected: Envoy refuses the config even without any
+	// EnvoyFilter; no EnvoyFilter is to blame.
+	BlameBaseRejected BlameOutcome = "BaseRejected"
+	// BlamePending: the blame is being found.
+	BlamePending BlameOutcome = "Pending"
+	// BlameFailed: the blame failed (Error says why).
+	BlameFailed BlameOutcome = "Failed"
+	// BlameOff: the controller runs without --envoy, so it names no
+	// EnvoyFilter.
+	BlameOff BlameOutcome = "Off"
+)
+
+// Fault is one smallest set of EnvoyFilters Envoy refuses together.
+type Fault struct {
+	// Fault names it as a user reads it: one EnvoyFilter, or "the
+	// combination of A and B".
+	Fault string `json:"fault"`
+	// Message is Envoy's refusal of the config with exactly these
+	// EnvoyFilters.
+	Message string `json:"message"`
+	// Culprits are its EnvoyFilters.
+	Culprits []Culprit `json:"culprits"`
+}
+
+// Culprit is one EnvoyFilter a fault names.
+type Culprit struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Managed says globalconfig manages it; Item is then its item.
+	Managed bool   `json:"managedByGlobalconfig"`
+	Item    string `json:"item,omitempty"`
 }
 
 // Cluster is one config cluster the controller delivers to.
