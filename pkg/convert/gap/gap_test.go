@@ -594,3 +594,33 @@ func TestRegisterRefusesAWrongCapability(t *testing.T) {
 		t.Error("a refused registration is in the registry")
 	}
 }
+
+// One capability can serve two keys: an item that declares a part of a
+// gap's capability at a setting provides the gap, but the verdict names
+// that setting only for the gap that is the part itself (ingress-nginx's
+// limit-rate needs the bandwidth_limit filter's limit_kbps; its
+// limit-rate-after needs the filter, and limitKbps does not set it).
+func TestASettingIsNamedOnlyForWhatItSets(t *testing.T) {
+	const filter = "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit"
+	r := fakeRegistration(filter, []items.Capability{{Envoy: filter + ".limit_kbps", Setting: fakeSetting}})
+	for _, c := range []struct {
+		gap      string
+		provides bool
+		key      string
+	}{
+		{filter + ".limit_kbps", true, "fakeGap." + fakeSetting},
+		{filter, true, "fakeGap"},
+		{filter + ".fill_interval", false, ""},
+	} {
+		p, ok := gap.Gap{Envoy: c.gap}.ProviderOf(r)
+		if ok != c.provides || ok && p.Key() != c.key {
+			t.Errorf("a declaration of %s.limit_kbps at %s, for a gap of %s: provides %v as %q, want %v as %q", filter, fakeSetting, c.gap, ok, p.Key(), c.provides, c.key)
+		}
+	}
+	// A declaration of the capability itself wins over one of its parts,
+	// whatever their order.
+	both := fakeRegistration(filter, []items.Capability{{Envoy: filter + ".limit_kbps", Setting: fakeSetting}, {Envoy: filter, Setting: "enable"}})
+	if p, _ := (gap.Gap{Envoy: filter}).ProviderOf(both); p.Key() != "fakeGap.enable" {
+		t.Errorf("with the filter declared at enable too: %q, want fakeGap.enable", p.Key())
+	}
+}
