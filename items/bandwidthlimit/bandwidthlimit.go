@@ -80,7 +80,7 @@ func init() {
 		EnabledByDefault: true,
 		New:              New,
 		Provides: []items.Capability{
-			{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit"},
+			{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit.limit_kbps", Setting: "limitKbps"},
 		},
 	})
 }

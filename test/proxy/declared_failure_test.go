@@ -70,7 +70,13 @@ func TestDeclaredFailuresAreReported(t *testing.T) {
 			regexp.MustCompile(`^gzip/large-text request 1 GET /text\?n=65536 at Envoy ` + v + `: took ` + s + `, and ` + s + ` without gzip: -?` + s + ` slower, expected at least 1s slower \(each side's fastest of 3 sends`),
 			regexp.MustCompile(`^gzip/large-text request 2 GET /slow\?ms=300 at Envoy ` + v + `: took ` + s + `, expected at most 100ms \(the fastest of 3 sends`),
 		}
-		got := c.requestsAt(ctx, g, base[g])
+		got, times := c.requestsAt(ctx, g, base[g])
+		// Every timed request's sends are logged, the passing one (3)
+		// too, and request 1's with its baseline.
+		if len(times) != 4 || !strings.HasPrefix(times[3], "gzip/large-text request 3 GET /slow?ms=300 at Envoy "+g.Binary.Version+": sends took ") ||
+			!strings.Contains(times[1], "; without gzip: ") {
+			t.Errorf("the logged times, want one line for each of the 4 timed requests, request 1's with its baseline:\n%s", strings.Join(times, "\n"))
+		}
 		if len(got) != len(want) {
 			t.Fatalf("%d failures, want %d (requests 0 to 2, not 3):\n%s", len(got), len(want), strings.Join(got, "\n"))
 		}
@@ -170,5 +176,13 @@ func TestTrafficFileChecked(t *testing.T) {
 	}
 	if got := (timing{max: time.Second}).judge("r", ms(5000, 800, 5000), nil, "x"); len(got) != 0 {
 		t.Errorf("a max met by the fastest of three sends is refused: %v", got)
+	}
+	// A passing request's times are logged: every send, and the baseline's.
+	if got, want := tm.times("r", ms(2100, 4000, 2500), ms(30, 900, 40), "x"),
+		"r: sends took 2.100s, 4.000s, 2.500s (fastest 2.100s; elapsed at least 1s and at most 5s); without x: 0.030s, 0.900s, 0.040s (fastest 0.030s): 2.070s slower, slowerThanWithout 1s"; got != want {
+		t.Errorf("the log line of a passing timed request:\n%s\nwant\n%s", got, want)
+	}
+	if got, want := (timing{max: time.Second}).times("r", ms(5000, 800, 5000), nil, "x"), "r: sends took 5.000s, 0.800s, 5.000s (fastest 0.800s; elapsed at most 1s)"; got != want {
+		t.Errorf("the log line of a timed request without a baseline:\n%s\nwant\n%s", got, want)
 	}
 }

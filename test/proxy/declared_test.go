@@ -324,7 +324,11 @@ func runCase(ctx context.Context, t *testing.T, c declaredCase) {
 	}
 	use(ctx, t, string(doc))
 	each(t, func(t *testing.T, g *gw) {
-		for _, msg := range c.requestsAt(ctx, g, base[g]) {
+		problems, times := c.requestsAt(ctx, g, base[g])
+		for _, line := range times {
+			t.Log(line)
+		}
+		for _, msg := range problems {
 			t.Error(msg)
 		}
 		if bin == nil {
@@ -343,10 +347,11 @@ func runCase(ctx context.Context, t *testing.T, c declaredCase) {
 }
 
 // requestsAt sends the case's requests to g and returns what differed
-// from their expectations, each naming the request. base holds, by
-// request index, the times without the item (for slowerThanWithout).
-func (c declaredCase) requestsAt(ctx context.Context, g *gw, base map[int][]time.Duration) []string {
-	var out []string
+// from their expectations, each naming the request, and the times of each
+// timed request's sends (with the baseline's), for the log whether or not
+// they pass. base holds, by request index, the times without the item
+// (for slowerThanWithout).
+func (c declaredCase) requestsAt(ctx context.Context, g *gw, base map[int][]time.Duration) (out, times []string) {
 	for i, r := range c.Requests {
 		what := fmt.Sprintf("%s/%s request %d %s %s at Envoy %s", c.pkg, c.Name, i, r.method(), r.Path, g.Binary.Version)
 		n := 1
@@ -374,10 +379,11 @@ func (c declaredCase) requestsAt(ctx context.Context, g *gw, base map[int][]time
 			took = append(took, d)
 		}
 		if len(took) == n && n > 1 {
+			times = append(times, r.Expect.timing.times(what, took, base[i], c.without()))
 			out = append(out, r.Expect.timing.judge(what, took, base[i], c.without())...)
 		}
 	}
-	return out
+	return out, times
 }
 
 func (r trafficRequest) method() string {

@@ -123,6 +123,30 @@ func (tm timing) judge(what string, took, base []time.Duration, without string) 
 	return out
 }
 
+// times is a line for the log of a timed request that was judged, pass or
+// fail: the times of its sends, and of the sends without the item (its key,
+// named by without) when it has a baseline, so that -v shows how near its
+// bounds a passing case is.
+func (tm timing) times(what string, took, base []time.Duration, without string) string {
+	line := fmt.Sprintf("%s: sends took %s (fastest %s", what, sends(took), secs(slices.Min(took)))
+	var bounds []string
+	if tm.min > 0 {
+		bounds = append(bounds, "at least "+tm.min.String())
+	}
+	if tm.max > 0 {
+		bounds = append(bounds, "at most "+tm.max.String())
+	}
+	if len(bounds) > 0 {
+		line += "; elapsed " + strings.Join(bounds, " and ")
+	}
+	line += ")"
+	if len(base) > 0 {
+		diff := slices.Min(took) - slices.Min(base)
+		line += fmt.Sprintf("; without %s: %s (fastest %s): %s slower, slowerThanWithout %s", without, sends(base), secs(slices.Min(base)), secs(diff), tm.slower)
+	}
+	return line
+}
+
 // baselines are the times of a case's requests without the item, by
 // gateway and request index.
 type baselines map[*gw]map[int][]time.Duration

@@ -27,8 +27,14 @@ type Gap struct {
 
 // Provider is an item that provides a gap's capability.
 type Provider struct {
-	Item    string
-	Setting string // relative to the section; "" for the section
+	Item string
+	// Setting is the document key, relative to the section, that sets
+	// what the gap's key needs: the item's declared Setting when it
+	// declares the gap's capability itself. When it declares only a part
+	// of it (the gap is the bandwidth_limit filter, the item declares the
+	// filter's limit_kbps at limitKbps), that setting is not what the
+	// gap's key needs, and Setting is "": the verdict names the item.
+	Setting string
 	Summary string
 }
 
@@ -47,16 +53,31 @@ func (g Gap) Provides(declared string) bool {
 	return declared == g.Envoy || strings.HasPrefix(declared, g.Envoy+".")
 }
 
+// ProviderOf returns r as a provider of the gap, if it declares the gap's
+// capability or a part of it: with the declared Setting when a
+// declaration is the capability itself, with none when r declares only
+// parts of it (one capability can serve several keys: ingress-nginx's
+// limit-rate needs the bandwidth_limit filter's limit_kbps, its
+// limit-rate-after the filter, and the setting of the one is not the
+// other's).
+func (g Gap) ProviderOf(r items.Registration) (Provider, bool) {
+	var found bool
+	for _, c := range r.Provides {
+		if c.Envoy == g.Envoy {
+			return Provider{Item: r.Name, Setting: c.Setting, Summary: r.Summary}, true
+		}
+		found = found || g.Provides(c.Envoy)
+	}
+	return Provider{Item: r.Name, Summary: r.Summary}, found
+}
+
 // Providers returns the registered items that declare the gap's
 // capability, in name order.
 func (g Gap) Providers() []Provider {
 	var out []Provider
 	for _, r := range items.All() {
-		for _, c := range r.Provides {
-			if g.Provides(c.Envoy) {
-				out = append(out, Provider{Item: r.Name, Setting: c.Setting, Summary: r.Summary})
-				break
-			}
+		if p, ok := g.ProviderOf(r); ok {
+			out = append(out, p)
 		}
 	}
 	return out

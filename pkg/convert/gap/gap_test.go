@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/geoip/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/items"
@@ -192,51 +194,177 @@ func TestGapsNameEnvoysAPI(t *testing.T) {
 	}
 }
 
-// fakeTimeout is an item that emits the listener filters' timeout, a
-// capability no item provides, for the tests only. (It was a bandwidth
-// limit until bandwidthLimit provided that one.)
-type fakeTimeout struct {
+// fakeGap is an item, for the tests only, that emits the capability of a
+// gap no registered item provides (chosen when the test runs, so no item
+// that fills a gap ever has to edit these tests).
+type fakeGap struct {
 	items.Toggle
-	Timeout items.Seconds `json:"timeout" doc:"The wait for the listener filters."`
+	Value string `json:"value" doc:"A test's value."`
+	// capability is what Build emits: a gap's Envoy name.
+	capability string
 }
 
-func (*fakeTimeout) Validate() error { return nil }
+func (*fakeGap) Validate() error { return nil }
 
-func (f *fakeTimeout) Build() ([]envoyfilter.Patch, error) {
-	return []envoyfilter.Patch{envoyfilter.MergeListeners(&listenerv3.Listener{ListenerFiltersTimeout: durationpb.New(f.Timeout.Duration)})}, nil
+func (f *fakeGap) Build() ([]envoyfilter.Patch, error) {
+	m, err := capabilityMessage(f.capability)
+	if err != nil {
+		return nil, err
+	}
+	return []envoyfilter.Patch{wrap(m)}, nil
 }
 
-// The fake item's capability, and the ingress-nginx key whose verdict
-// names it.
-const (
-	fakeCapability = "envoy.config.listener.v3.Listener.listener_filters_timeout"
-	fakeKey        = "proxy-protocol-header-timeout"
-)
+// capabilityMessage instantiates the message a capability names, by its
+// full name, with the path of fields after it set: each message on the
+// way present, the last field non-zero.
+func capabilityMessage(capability string) (proto.Message, error) {
+	parts := strings.Split(capability, ".")
+	for i := len(parts); i > 0; i-- {
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(strings.Join(parts[:i], ".")))
+		if err != nil {
+			continue
+		}
+		m := mt.New()
+		if err := setPath(m, parts[i:]); err != nil {
+			return nil, fmt.Errorf("capability %s: %w", capability, err)
+		}
+		return m.Interface(), nil
+	}
+	return nil, fmt.Errorf("capability %s names no message the binary links", capability)
+}
 
-var fakeWait = items.Seconds{Duration: 5 * time.Second}
+// setPath sets the field path below m: every message on the way present,
+// the last field non-zero.
+func setPath(m protoreflect.Message, path []string) error {
+	if len(path) == 0 {
+		return nil
+	}
+	fd := m.Descriptor().Fields().ByName(protoreflect.Name(path[0]))
+	if fd == nil {
+		return fmt.Errorf("%s has no field %q", m.Descriptor().FullName(), path[0])
+	}
+	if len(path) > 1 {
+		if fd.Message() == nil || fd.IsList() || fd.IsMap() {
+			return fmt.Errorf("the path goes below %s, which is no single message", fd.FullName())
+		}
+		return setPath(m.Mutable(fd).Message(), path[1:])
+	}
+	switch {
+	case fd.IsList():
+		l := m.Mutable(fd).List()
+		if fd.Message() != nil {
+			l.Append(protoreflect.ValueOfMessage(l.NewElement().Message()))
+		} else {
+			l.Append(nonZero(fd))
+		}
+	case fd.IsMap():
+		mp := m.Mutable(fd).Map()
+		v := mp.NewValue()
+		if fd.MapValue().Message() == nil {
+			v = nonZero(fd.MapValue())
+		}
+		mp.Set(nonZero(fd.MapKey()).MapKey(), v)
+	case fd.Message() != nil:
+		m.Mutable(fd) // present: the walk counts a set message
+	default:
+		m.Set(fd, nonZero(fd))
+	}
+	return nil
+}
 
-func fakeRegistration(provides []items.Capability) items.Registration {
+// nonZero is a value of fd's scalar kind other than its zero value.
+func nonZero(fd protoreflect.FieldDescriptor) protoreflect.Value {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.EnumKind:
+		for i := range fd.Enum().Values().Len() {
+			if n := fd.Enum().Values().Get(i).Number(); n != 0 {
+				return protoreflect.ValueOfEnum(n)
+			}
+		}
+		return protoreflect.ValueOfEnum(0)
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(1)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(1)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(1)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(1)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(1)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(1)
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString("x")
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte("x"))
+	}
+	panic(fmt.Sprintf("no non-zero value for %s", fd.FullName()))
+}
+
+// wrap puts m in the patch that carries it: a merge of the object Istio
+// decodes into m's type, or, for any other message (a filter's or a
+// cluster's typed config), an HTTP filter whose typed config packs m in an
+// Any, which the walk unpacks as a root of its own.
+func wrap(m proto.Message) envoyfilter.Patch {
+	for n := range networking.EnvoyFilter_ApplyTo_name {
+		at := networking.EnvoyFilter_ApplyTo(n)
+		if v, err := envoyfilter.ValueType(at); err == nil && v.ProtoReflect().Descriptor() == m.ProtoReflect().Descriptor() {
+			return envoyfilter.Patch{ApplyTo: at, Operation: networking.EnvoyFilter_Patch_MERGE, Value: m}
+		}
+	}
+	p, err := envoyfilter.InsertHTTPFilter("globalconfig.fake_gap", m)
+	if err != nil {
+		panic(err) // a message that can't be marshaled
+	}
+	return p
+}
+
+// openGap returns a gap verdict whose capability no registered item
+// provides, the first in the converters' order.
+func openGap(t *testing.T) gap.Use {
+	t.Helper()
+	for _, u := range uses() {
+		if len(u.Gap.Providers()) == 0 {
+			t.Logf("the fake item emits %s, the capability of %s's verdict (%s)", u.Gap.Envoy, u.Key, u.Converter)
+			return u
+		}
+	}
+	t.Fatalf("every gap of the converters' verdicts is provided by an item (%d verdicts), so no fake item can show a stale one: "+
+		"add a gap.Gap to a converter's verdict for a capability no item provides, or make these tests register a fake capability of their own", len(uses()))
+	return gap.Use{}
+}
+
+// fakeSetting is the fake item's key, named by a declaration's Setting.
+const fakeSetting = "value"
+
+func fakeRegistration(capability string, provides []items.Capability) items.Registration {
 	return items.Registration{
-		Name:     "fakeTimeout",
-		Summary:  "A test's timeout of the listener filters.",
+		Name:     "fakeGap",
+		Summary:  "A test's item.",
 		Stage:    envoyfilter.StageTrafficPolicy,
 		Slot:     items.FreeSlots(envoyfilter.StageTrafficPolicy)[0],
 		Purpose:  "a test's",
 		Where:    "a test's",
-		New:      func() items.Item { return &fakeTimeout{Timeout: fakeWait} },
+		New:      func() items.Item { return &fakeGap{capability: capability} },
 		Provides: provides,
 	}
 }
 
-func fakeEmits(t *testing.T) map[string]string {
+func fakeEmits(t *testing.T, capability string) map[string]string {
 	t.Helper()
-	ps, err := (&fakeTimeout{Timeout: fakeWait}).Build()
+	ps, err := (&fakeGap{capability: capability}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
 	for _, p := range ps {
 		gap.Emitted(p.Value, got)
+	}
+	if !got[capability] {
+		t.Fatalf("the fake item's output does not emit %s; it emits %v", capability, slices.Sorted(maps.Keys(got)))
 	}
 	out := map[string]string{}
 	for c := range got {
@@ -245,38 +373,61 @@ func fakeEmits(t *testing.T) map[string]string {
 	return out
 }
 
-// An item that emits the listener filters' timeout without declaring it makes
-// the check fail with a message that names the converter, the key, the
-// verdict that would go stale and the item.
+// The fake item can emit every gap's capability, whichever is open when
+// the tests run: a new gap whose name it can't instantiate fails here,
+// not on the day the gaps before it are filled.
+func TestTheFakeEmitsEveryGap(t *testing.T) {
+	for _, u := range uses() {
+		fakeEmits(t, u.Gap.Envoy)
+	}
+}
+
+// An item that emits a gap's capability without declaring it makes the
+// check fail with a message that names the converter, the key, the verdict
+// that would go stale and the item.
 func TestAnUndeclaredItemFailsNamingTheVerdict(t *testing.T) {
-	got := emits{"fakeTimeout": fakeEmits(t)}
-	msgs := staleVerdicts(uses(), append(items.All(), fakeRegistration(nil)), got)
+	u := openGap(t)
+	c := u.Gap.Envoy
+	got := emits{"fakeGap": fakeEmits(t, c)}
+	msgs := staleVerdicts(uses(), append(items.All(), fakeRegistration(c, nil)), got)
 	var verdict string
 	for _, m := range msgs {
-		if strings.Contains(m, ": "+fakeKey+" says ") {
+		if strings.Contains(m, ": "+u.Key+" says ") {
 			verdict = m
 		}
 	}
 	for _, want := range []string{
-		"pkg/convert/nginx keys.go: " + fakeKey + " says ",
-		"the listener filters' timeout (" + fakeCapability + ") is not an item of globalconfig",
-		"but item fakeTimeout emits " + fakeCapability + " (fake/testdata/all.in.yaml)",
-		"declare it in fakeTimeout's registration",
+		u.Converter + ": " + u.Key + " says ",
+		u.Gap.Name + " (" + c + ") is not an item of globalconfig",
+		"but item fakeGap emits " + c + " (fake/testdata/all.in.yaml)",
+		"declare it in fakeGap's registration",
 	} {
 		if !strings.Contains(verdict, want) {
-			t.Errorf("the failure for %s lacks %q; the failures:\n%s", fakeKey, want, strings.Join(msgs, "\n"))
+			t.Errorf("the failure for %s lacks %q; the failures:\n%s", u.Key, want, strings.Join(msgs, "\n"))
 		}
 	}
-	if len(msgs) != 1 { // proxy-protocol-header-timeout
-		t.Errorf("%d failures, want %s's alone:\n%s", len(msgs), fakeKey, strings.Join(msgs, "\n"))
+	// One failure for each verdict whose capability the fake emits (keys
+	// may share a gap), and none for any other.
+	var keys []string
+	for _, v := range uses() {
+		if _, ok := got["fakeGap"][v.Gap.Envoy]; ok {
+			keys = append(keys, v.Key)
+		}
+	}
+	if len(msgs) != len(keys) {
+		t.Errorf("%d failures, want one for each of %s:\n%s", len(msgs), strings.Join(keys, ", "), strings.Join(msgs, "\n"))
 	}
 	// Declared, it is no failure; declared falsely, it is one.
-	declared := fakeRegistration([]items.Capability{{Envoy: fakeCapability, Setting: "timeout"}})
+	declared := fakeRegistration(c, []items.Capability{{Envoy: c, Setting: fakeSetting}})
 	if msgs := staleVerdicts(uses(), append(items.All(), declared), got); len(msgs) > 0 {
 		t.Errorf("a declared capability still fails:\n%s", strings.Join(msgs, "\n"))
 	}
-	lying := fakeRegistration([]items.Capability{{Envoy: "envoy.extensions.filters.http.geoip.v3.Geoip"}})
-	if msgs := falseProvides([]items.Registration{lying}, got); len(msgs) != 1 || !strings.Contains(msgs[0], "item fakeTimeout declares Provides envoy.extensions.filters.http.geoip.v3.Geoip, but none of its golden outputs emits it") {
+	never := "envoy.extensions.filters.http.geoip.v3.Geoip"
+	if strings.HasPrefix(c, never) {
+		never = "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit"
+	}
+	lying := fakeRegistration(c, []items.Capability{{Envoy: never}})
+	if msgs := falseProvides([]items.Registration{lying}, got); len(msgs) != 1 || !strings.Contains(msgs[0], "item fakeGap declares Provides "+never+", but none of its golden outputs emits it") {
 		t.Errorf("a false declaration: %q", msgs)
 	}
 }
@@ -298,41 +449,45 @@ func TestADeclaredItemIsNamedByTheVerdict(t *testing.T) {
 }
 
 func fakeItemProcess(t *testing.T) {
-	before := convertFakeKey(t)
+	u := openGap(t)
+	c := u.Gap.Envoy
+	before := convertKey(t, u.Key)
 	if !strings.Contains(before, "is not an item of globalconfig") {
-		t.Fatalf("before the fake item: %q", before)
+		t.Fatalf("%s's verdict before the fake item: %q", u.Key, before)
 	}
-	items.Register(fakeRegistration([]items.Capability{{Envoy: fakeCapability, Setting: "timeout"}}))
-	after := convertFakeKey(t)
+	items.Register(fakeRegistration(c, []items.Capability{{Envoy: c, Setting: fakeSetting}}))
+	after := convertKey(t, u.Key)
 	for _, want := range []string{
-		"the wait for the PROXY header (Envoy waits 15 seconds); ",
-		"globalconfig's fakeTimeout.timeout sets the listener filters' timeout (" + fakeCapability + "): A test's timeout of the listener filters",
-		"The conversion does not carry this key there: compare what fakeTimeout.timeout does with the above, and set it by hand if it fits (docs/reference.md, fakeTimeout)",
+		u.Theirs + "; ",
+		"globalconfig's fakeGap." + fakeSetting + " sets " + u.Gap.Name + " (" + c + "): A test's item",
+		"The conversion does not carry this key there: compare what fakeGap." + fakeSetting + " does with the above, and set it by hand if it fits (docs/reference.md, fakeGap)",
 	} {
 		if !strings.Contains(after, want) {
-			t.Errorf("%s's verdict with the fake item lacks %q: %q", fakeKey, want, after)
+			t.Errorf("%s's verdict with the fake item lacks %q: %q", u.Key, want, after)
 		}
 	}
 	if strings.Contains(after, "not an item") {
-		t.Errorf("%s's verdict with the fake item still says not an item: %q", fakeKey, after)
+		t.Errorf("%s's verdict with the fake item still says not an item: %q", u.Key, after)
 	}
 	// And the agreement check passes with it.
-	got := emits{"fakeTimeout": fakeEmits(t)}
-	if msgs := append(staleVerdicts(uses(), items.All(), got), falseProvides([]items.Registration{fakeRegistration(nil)}, got)...); len(msgs) > 0 {
+	got := emits{"fakeGap": fakeEmits(t, c)}
+	if msgs := append(staleVerdicts(uses(), items.All(), got), falseProvides([]items.Registration{fakeRegistration(c, nil)}, got)...); len(msgs) > 0 {
 		t.Errorf("with the fake item declared: %s", strings.Join(msgs, "\n"))
 	}
 	fmt.Println("fake item checked")
 }
 
-func convertFakeKey(t *testing.T) string {
+// convertKey converts a ConfigMap of the key alone, with a value that
+// turns nothing off, and returns its verdict's detail.
+func convertKey(t *testing.T, key string) string {
 	t.Helper()
-	res, err := nginx.Convert(nginx.Input{Name: "ingress-nginx-controller", Namespace: "ingress-nginx", Data: map[string]string{fakeKey: "5s"}}, nginx.Options{NoDefaults: true})
+	res, err := nginx.Convert(nginx.Input{Name: "ingress-nginx-controller", Namespace: "ingress-nginx", Data: map[string]string{key: "5s"}}, nginx.Options{NoDefaults: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	es := res.Report.Find(fakeKey)
+	es := res.Report.Find(key)
 	if len(es) != 1 || es[0].Verdict != nginx.NotSupported {
-		t.Fatalf("%s's report lines: %+v", fakeKey, es)
+		t.Fatalf("%s's report lines: %+v", key, es)
 	}
 	return es[0].Detail
 }
@@ -422,20 +577,50 @@ func TestRegisterRefusesAWrongCapability(t *testing.T) {
 		provides items.Capability
 		want     string
 	}{
-		{items.Capability{Envoy: "envoy.extensions.filters.http.no_such.v3.Filter"}, `items: "fakeTimeout" Provides "envoy.extensions.filters.http.no_such.v3.Filter" names no proto message the binary links`},
+		{items.Capability{Envoy: "envoy.extensions.filters.http.no_such.v3.Filter"}, `items: "fakeGap" Provides "envoy.extensions.filters.http.no_such.v3.Filter" names no proto message the binary links`},
 		{items.Capability{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit.limit_kbs"}, `envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit has no field "limit_kbs"`},
 		{items.Capability{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit", Setting: "rates"}, `at setting "rates", which is not a key of its section`},
 	} {
 		got := func() (msg string) {
 			defer func() { msg = fmt.Sprint(recover()) }()
-			items.Register(fakeRegistration([]items.Capability{c.provides}))
+			items.Register(fakeRegistration("envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit", []items.Capability{c.provides}))
 			return "registered"
 		}()
 		if !strings.Contains(got, c.want) {
 			t.Errorf("Register with %+v: %q, want %q", c.provides, got, c.want)
 		}
 	}
-	if _, ok := items.Lookup("fakeTimeout"); ok {
+	if _, ok := items.Lookup("fakeGap"); ok {
 		t.Error("a refused registration is in the registry")
+	}
+}
+
+// One capability can serve two keys: an item that declares a part of a
+// gap's capability at a setting provides the gap, but the verdict names
+// that setting only for the gap that is the part itself (ingress-nginx's
+// limit-rate needs the bandwidth_limit filter's limit_kbps; its
+// limit-rate-after needs the filter, and limitKbps does not set it).
+func TestASettingIsNamedOnlyForWhatItSets(t *testing.T) {
+	const filter = "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit"
+	r := fakeRegistration(filter, []items.Capability{{Envoy: filter + ".limit_kbps", Setting: fakeSetting}})
+	for _, c := range []struct {
+		gap      string
+		provides bool
+		key      string
+	}{
+		{filter + ".limit_kbps", true, "fakeGap." + fakeSetting},
+		{filter, true, "fakeGap"},
+		{filter + ".fill_interval", false, ""},
+	} {
+		p, ok := gap.Gap{Envoy: c.gap}.ProviderOf(r)
+		if ok != c.provides || ok && p.Key() != c.key {
+			t.Errorf("a declaration of %s.limit_kbps at %s, for a gap of %s: provides %v as %q, want %v as %q", filter, fakeSetting, c.gap, ok, p.Key(), c.provides, c.key)
+		}
+	}
+	// A declaration of the capability itself wins over one of its parts,
+	// whatever their order.
+	both := fakeRegistration(filter, []items.Capability{{Envoy: filter + ".limit_kbps", Setting: fakeSetting}, {Envoy: filter, Setting: "enable"}})
+	if p, _ := (gap.Gap{Envoy: filter}).ProviderOf(both); p.Key() != "fakeGap.enable" {
+		t.Errorf("with the filter declared at enable too: %q, want fakeGap.enable", p.Key())
 	}
 }

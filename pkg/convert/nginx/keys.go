@@ -35,7 +35,11 @@ func (f fixed) text() string {
 // words it with gap.Gap.Verdict: once an item declares the capability
 // (items.Registration.Provides), the verdict names that item by itself.
 var (
+	// limit-rate needs the filter's rate; limit-rate-after, which Envoy
+	// has no field for, the filter as a whole: an item's setting of the
+	// rate is named in limit-rate's verdict, not in limit-rate-after's.
 	bandwidthLimit       = &gap.Gap{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit", Name: "Envoy's bandwidth_limit filter"}
+	bandwidthRate        = &gap.Gap{Envoy: "envoy.extensions.filters.http.bandwidth_limit.v3.BandwidthLimit.limit_kbps", Name: "the rate of Envoy's bandwidth_limit filter"}
 	geoip                = &gap.Gap{Envoy: "envoy.extensions.filters.http.geoip.v3.Geoip", Name: "Envoy's geoip filter"}
 	responseHeadersLimit = &gap.Gap{
 		Envoy: "envoy.extensions.upstreams.http.v3.HttpProtocolOptions.common_http_protocol_options.max_response_headers_kb",
@@ -128,7 +132,7 @@ var fixedKeys = map[string]fixed{
 	"opentelemetry-config":                  {NotNeeded, "the path of the nginx module's own configuration file, which ingress-nginx writes from the other keys", "", nil},
 
 	// No equivalent in the document.
-	"limit-rate":                          {NotSupported, "nginx limits the rate of each response sent to a client, per connection", "no bandwidth limit, as in Envoy", bandwidthLimit},
+	"limit-rate":                          {NotSupported, "nginx limits the rate of each response sent to a client, per connection", "no bandwidth limit, as in Envoy", bandwidthRate},
 	"limit-rate-after":                    {NotSupported, "nginx sends this much of each response before limit-rate applies", "no bandwidth limit, as in Envoy", bandwidthLimit},
 	"limit-conn-zone-variable":            {NotSupported, "keys the limit-connections annotation; Envoy has no per-client connection limit (hardening.maxConnections is a listener total)", "", nil},
 	"enable-modsecurity":                  {NotSupported, "a WAF module inside nginx; with Envoy, run a WAF that speaks ext_proc and set extProc (service, requestBody), or Coraza with the OWASP Core Rule Set as a WasmPlugin", "no WAF, as without extProc or a WasmPlugin", nil},
