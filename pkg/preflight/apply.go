@@ -97,6 +97,7 @@ var supported = map[networking.EnvoyFilter_ApplyTo]bool{
 	networking.EnvoyFilter_HTTP_FILTER:         true,
 	networking.EnvoyFilter_ROUTE_CONFIGURATION: true,
 	networking.EnvoyFilter_VIRTUAL_HOST:        true,
+	networking.EnvoyFilter_HTTP_ROUTE:          true,
 	networking.EnvoyFilter_CLUSTER:             true,
 }
 
@@ -634,6 +635,9 @@ func patchRoute(pctx networking.EnvoyFilter_PatchContext, g *patchSet, rc *route
 				rc.VirtualHosts[i] = vh
 			}
 		}
+		if !removed[vh.GetName()] {
+			patchHTTPRoutes(pctx, g, rc, vh)
+		}
 	}
 	for _, p := range g.by[networking.EnvoyFilter_VIRTUAL_HOST] {
 		if p.op() == networking.EnvoyFilter_Patch_ADD && p.contextMatches(pctx) && routeMatch(pctx, g.ports, rc, p) {
@@ -644,6 +648,83 @@ func patchRoute(pctx networking.EnvoyFilter_PatchContext, g *patchSet, rc *route
 		rc.VirtualHosts = slices.DeleteFunc(rc.VirtualHosts, func(vh *routev3.VirtualHost) bool { return removed[vh.GetName()] })
 	}
 	return rc
+}
+
+// patchHTTPRoutes patches the routes of one virtual host, as istiod does
+// right after the virtual host's own patches: each route is removed,
+// merged into or replaced by the patches that match it, in order; then
+// the adds and inserts, each against the routes as they stand.
+func patchHTTPRoutes(pctx networking.EnvoyFilter_PatchContext, g *patchSet, rc *routev3.RouteConfiguration, vh *routev3.VirtualHost) {
+	matches := func(p Patch) bool {
+		return p.contextMatches(pctx) && routeMatch(pctx, g.ports, rc, p) && vhostMatch(vh, p)
+	}
+	removed := false
+	for i := range vh.Routes {
+		for _, p := range g.by[networking.EnvoyFilter_HTTP_ROUTE] {
+			if !matches(p) || !httpRouteMatch(vh.Routes[i], p) {
+				continue
+			}
+			switch {
+			case p.op() == networking.EnvoyFilter_Patch_REMOVE:
+				vh.Routes[i] = nil
+				removed = true
+			case isMerge(p.op()):
+				mergeOp(p.op(), vh.Routes[i], p.Value)
+			case p.op() == networking.EnvoyFilter_Patch_REPLACE:
+				vh.Routes[i] = proto.Clone(p.Value).(*routev3.Route)
+			}
+			if vh.Routes[i] == nil {
+				break
+			}
+		}
+	}
+	if removed {
+		vh.Routes = slices.DeleteFunc(vh.Routes, func(r *routev3.Route) bool { return r == nil })
+	}
+	for _, p := range g.by[networking.EnvoyFilter_HTTP_ROUTE] {
+		if !matches(p) {
+			continue
+		}
+		r := func() *routev3.Route { return proto.Clone(p.Value).(*routev3.Route) }
+		switch p.op() {
+		case networking.EnvoyFilter_Patch_ADD:
+			vh.Routes = append(vh.Routes, r())
+		case networking.EnvoyFilter_Patch_INSERT_FIRST:
+			vh.Routes = slices.Insert(vh.Routes, 0, r())
+		case networking.EnvoyFilter_Patch_INSERT_BEFORE, networking.EnvoyFilter_Patch_INSERT_AFTER:
+			// istiod inserts at the first route the match names, and
+			// nowhere when none does.
+			at := slices.IndexFunc(vh.Routes, func(x *routev3.Route) bool { return httpRouteMatch(x, p) })
+			if at < 0 {
+				continue
+			}
+			if p.op() == networking.EnvoyFilter_Patch_INSERT_AFTER {
+				at++
+			}
+			vh.Routes = slices.Insert(vh.Routes, at, r())
+		}
+	}
+}
+
+// httpRouteMatch is istiod's route match: by name, and by the kind of
+// action.
+func httpRouteMatch(r *routev3.Route, p Patch) bool {
+	m := p.CP.GetMatch().GetRouteConfiguration().GetVhost().GetRoute()
+	if m == nil {
+		return true
+	}
+	if m.GetName() != "" && m.GetName() != r.GetName() {
+		return false
+	}
+	switch m.GetAction() {
+	case networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch_ROUTE:
+		return r.GetRoute() != nil
+	case networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch_REDIRECT:
+		return r.GetRedirect() != nil
+	case networking.EnvoyFilter_RouteConfigurationMatch_RouteMatch_DIRECT_RESPONSE:
+		return r.GetDirectResponse() != nil
+	}
+	return true
 }
 
 func routeMatch(pctx networking.EnvoyFilter_PatchContext, ports PortMap, rc *routev3.RouteConfiguration, p Patch) bool {

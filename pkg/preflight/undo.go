@@ -221,7 +221,17 @@ func (u *undoer) route(rc *routev3.RouteConfiguration) {
 		values(matching(u.next[networking.EnvoyFilter_ROUTE_CONFIGURATION], true, rm)), matching(u.others[networking.EnvoyFilter_ROUTE_CONFIGURATION], true, rm))
 	for _, vh := range rc.VirtualHosts {
 		vm := func(p Patch) bool { return rm(p) && vhostMatch(vh, p) }
-		u.rebaseMsg("route configuration "+rc.GetName()+" virtual host "+vh.GetName(), vh, values(matching(u.live[networking.EnvoyFilter_VIRTUAL_HOST], true, vm)),
+		where := "route configuration " + rc.GetName() + " virtual host " + vh.GetName()
+		// Routes first: istiod patched them after the virtual host.
+		for _, p := range matching(u.live[networking.EnvoyFilter_HTTP_ROUTE], false, vm) {
+			vh.Routes = removeEqual(u, vh.Routes, p, "route", "in "+where)
+		}
+		for _, r := range vh.Routes {
+			hm := func(p Patch) bool { return vm(p) && httpRouteMatch(r, p) }
+			u.rebaseMsg(where+" route "+r.GetName(), r, values(matching(u.live[networking.EnvoyFilter_HTTP_ROUTE], true, hm)),
+				values(matching(u.next[networking.EnvoyFilter_HTTP_ROUTE], true, hm)), matching(u.others[networking.EnvoyFilter_HTTP_ROUTE], true, hm))
+		}
+		u.rebaseMsg(where, vh, values(matching(u.live[networking.EnvoyFilter_VIRTUAL_HOST], true, vm)),
 			values(matching(u.next[networking.EnvoyFilter_VIRTUAL_HOST], true, vm)), matching(u.others[networking.EnvoyFilter_VIRTUAL_HOST], true, vm))
 	}
 }
