@@ -123,20 +123,32 @@ vet:
 	$(GO) vet ./...
 
 # The unit suites run with the race detector; the suites that drive real
-# servers (test/...: kube-apiserver, istiod, Envoy) run without it, so that
-# the whole run fits in 10 minutes on 2 cores (the controller they start is
-# then built without it too; its concurrency is raced in pkg/...).
-# test/proxy, the longest, is listed first so that it starts first.
-# test-race runs every suite with it, as make test did before.
+# servers (test/...: kube-apiserver, istiod, Envoy) run without it (the
+# controller they start is then built without it too; its concurrency is
+# raced in pkg/...). The real-server suites wait on servers more than they
+# compute (about one core in use on two), so everything runs at once:
+# the unit suites, test/proxy as two shards (GLOBALCONFIG_PROXY_SHARD: each
+# its own kube-apiserver, istiod and gateways on loopback addresses of its
+# own; test/proxy/shard_test.go) from one test binary, and the other
+# real-server suites two at a time. Each job's output is printed when all
+# are done, and make test fails if any failed.
+# test-race runs every suite with the race detector, one phase after the
+# other.
 UNIT_PKGS = ./cmd/... ./envoyfilter/... ./internal/... ./items/... ./pkg/...
-# The real-server suites wait on servers more than they compute (about
-# one core in use on two): three packages at once keep test/proxy, the
-# longest, the critical path (6 min 31 s for this phase here); two at a
-# time, the other suites together outlast it since test/multicluster
-# joined (451 s against its 391 s).
+PROXY_SHARDS = 2
 test: vet tools
-	$(GO) test -race -count=1 -timeout 30m $(UNIT_PKGS)
-	$(GO) test -count=1 -p 3 -timeout 30m ./test/proxy ./test/...
+	@out=$$(mktemp -d); \
+	( $(GO) test -race -count=1 -timeout 30m $(UNIT_PKGS) > $$out/1-unit.log 2>&1; echo $$? > $$out/1-unit.rc ) & \
+	( $(GO) test -count=1 -p 2 -timeout 30m $$($(GO) list ./test/... | grep -v '/test/proxy$$') > $$out/3-suites.log 2>&1; echo $$? > $$out/3-suites.rc ) & \
+	( if $(GO) test -c -o $$out/proxy.test ./test/proxy > $$out/2-proxy.log 2>&1; then \
+	    for i in $$(seq 0 $$(($(PROXY_SHARDS)-1))); do \
+	      ( start=$$(date +%s); cd test/proxy && GLOBALCONFIG_PROXY_SHARD=$$i/$(PROXY_SHARDS) $$out/proxy.test -test.count=1 -test.timeout=30m > $$out/2-proxy-$$i.log 2>&1; \
+	        rc=$$?; echo "$$( [ $$rc = 0 ] && echo ok || echo FAIL )	./test/proxy (shard $$i/$(PROXY_SHARDS))	$$(( $$(date +%s) - start ))s" >> $$out/2-proxy-$$i.log; echo $$rc > $$out/2-proxy-$$i.rc ) & \
+	    done; wait; else echo 1 > $$out/2-proxy.rc; fi ) & \
+	wait; rc=0; \
+	for f in $$out/*.log; do cat $$f; done; \
+	for f in $$out/*.rc; do [ "$$(cat $$f)" = 0 ] || { echo "FAILED: $$(basename $$f .rc)"; rc=1; }; done; \
+	rm -rf $$out; exit $$rc
 
 test-race: vet tools
 	$(GO) test -race -count=1 -timeout 30m ./...

@@ -58,7 +58,7 @@ func TestDirectRollbackOverMCP(t *testing.T) {
 			t.Logf("istiod-mcp-direct log:\n%s", ist.Log(3000))
 		}
 	})
-	gws := []*gw{{name: "mcp-direct-old", ip: "127.0.0.16"}, {name: "mcp-direct-new", ip: "127.0.0.17"}}
+	gws := []*gw{{name: "mcp-direct-old", ip: loopback(16)}, {name: "mcp-direct-new", ip: loopback(17)}}
 	var names []string
 	for i, g := range gws {
 		if err := gatewayMesh(ctx, g); err != nil {

@@ -237,7 +237,7 @@ func TestDirectRollbackOnNACK(t *testing.T) {
 		// through the backend: istiod serves the last good set, which it
 		// loads (with the refused set in force it would get no listener).
 		started := time.Now()
-		g := startServingGateway(ctx, t, "direct-new", "127.0.0.15", "10.1.5.1", newest)
+		g := startServingGateway(ctx, t, "direct-new", loopback(15), "10.1.5.1", newest)
 		if err := waitServing(ctx, g); err != nil {
 			t.Fatal(err)
 		}

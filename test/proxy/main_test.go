@@ -16,6 +16,7 @@ package proxy
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -84,6 +85,15 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if err := readShard(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := restrictToShard(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	dir, err := os.MkdirTemp("", "globalconfig-proxy-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -137,8 +147,8 @@ func setupSuite(ctx context.Context, dir string) error {
 	if cluster, err = harness.StartCluster(ctx, dir); err != nil {
 		return err
 	}
-	newest = &gw{name: "envoy-" + dashed(newBin.Minor()), ip: "127.0.0.11"}
-	oldest = &gw{name: "envoy-" + dashed(oldBin.Minor()), ip: "127.0.0.12"}
+	newest = &gw{name: "envoy-" + dashed(newBin.Minor()), ip: loopback(11)}
+	oldest = &gw{name: "envoy-" + dashed(oldBin.Minor()), ip: loopback(12)}
 	gateways = []*gw{newest, oldest}
 	if err := createMesh(ctx, dir); err != nil {
 		return err

@@ -58,8 +58,8 @@ func TestCanaryOverMCP(t *testing.T) {
 		}
 	})
 
-	cn := &gw{name: "mcp-canary", ip: "127.0.0.13"}
-	st := &gw{name: "mcp-stable", ip: "127.0.0.14"}
+	cn := &gw{name: "mcp-canary", ip: loopback(13)}
+	st := &gw{name: "mcp-stable", ip: loopback(14)}
 	var names []string
 	for i, g := range []*gw{cn, st} {
 		if err := gatewayMesh(ctx, g); err != nil {
