@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -283,16 +286,55 @@ func alternatives(pattern string) []string {
 	return append(out, pattern[start:])
 }
 
+// imports reports whether the Go package in folder dir (from the
+// repository's root) imports the package in folder pkg.
+func imports(dir, pkg string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+	if err != nil {
+		return false, fmt.Errorf("read the imports of %s: %w", dir, err)
+	}
+	want := strconv.Quote("github.com/globalconfig/globalconfig/" + pkg)
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+		if err != nil {
+			return false, fmt.Errorf("read the imports of %s: %w", dir, err)
+		}
+		for _, i := range f.Imports {
+			if i.Path.Value == want {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // Every item-specific entry is about keys the items declare: each
-// alternative of its path matches a declared key's path, and one of the
-// file's own item when the file is an item's (a shared package's may
-// match any item's). An entry for a key that is gone, or in another
-// item's file, fails, naming the file and the entry.
+// alternative of its path matches a declared key's path, and only keys
+// of the file's own item when the file is an item's, or of the items
+// that import the shared package when it is a shared package's. An entry
+// for a key that is gone, or in the wrong file, fails, naming the file
+// and the entry.
 func TestDeliberateEntriesMatchDeclaredKeys(t *testing.T) {
 	if deliberateErr != nil {
 		t.Fatal(deliberateErr)
 	}
 	declared := declaredPaths()
+	users := map[[2]string]bool{} // {item folder, shared folder}: the item imports it
+	uses := func(item, shared string) bool {
+		k := [2]string{item, shared}
+		if v, ok := users[k]; ok {
+			return v
+		}
+		v, err := imports(item, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users[k] = v
+		return v
+	}
 	checked := 0
 	for _, r := range deliberate {
 		if r.file == "" {
@@ -309,7 +351,7 @@ func TestDeliberateEntriesMatchDeclaredKeys(t *testing.T) {
 			var own, others []string
 			for _, d := range declared {
 				if re.MatchString(d.path) {
-					if shared || d.dir == dir {
+					if d.dir == dir || shared && uses(d.dir, dir) {
 						own = append(own, d.path)
 					} else {
 						others = append(others, d.path)
@@ -318,9 +360,13 @@ func TestDeliberateEntriesMatchDeclaredKeys(t *testing.T) {
 			}
 			switch {
 			case len(others) > 0:
-				t.Errorf("%s: %q matches %s, keys of another item: declare the rule in that item's %s, or in a shared package's", r, alt, strings.Join(others, ", "), deliberateFile)
+				if shared {
+					t.Errorf("%s: %q matches %s, keys of items that don't use %s: narrow the path to the package's keys, or declare the rule in those items' %s", r, alt, strings.Join(others, ", "), dir, deliberateFile)
+				} else {
+					t.Errorf("%s: %q matches %s, keys of another item: declare the rule in that item's %s, or in a shared package's", r, alt, strings.Join(others, ", "), deliberateFile)
+				}
 			case len(own) == 0 && shared:
-				t.Errorf("%s: %q matches no key any item declares: the key is gone or renamed, so the entry is stale", r, alt)
+				t.Errorf("%s: %q matches no key an item using %s declares: the key is gone or renamed, so the entry is stale", r, alt, dir)
 			case len(own) == 0:
 				t.Errorf("%s: %q matches no key %s declares: the key is gone or renamed, so the entry is stale", r, alt, dir)
 			}
