@@ -108,7 +108,7 @@ func TestDirectRollbackOverMCP(t *testing.T) {
 		return err == nil && cm.Data[document.DataKey] == base
 	})
 
-	applyPoison(ctx, t)
+	applyPoison(ctx, t, ist)
 	before := map[*gw]int64{}
 	for _, g := range gws {
 		_, before[g] = ldsStats(ctx, t, g)

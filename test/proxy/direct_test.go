@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -52,13 +54,33 @@ func ldsStats(ctx context.Context, t *testing.T, g *gw) (success, rejected int64
 // applyPoison applies poisonAfterRateLimit, deleted when t ends. The
 // test's edit may follow at once: a push of it in the same instant as the
 // edit's is not taken for the edit's (TestDirectCoincidentPush).
-func applyPoison(ctx context.Context, t *testing.T) {
+//
+// It returns once ist (the suite's istiod when nil) has the EnvoyFilter in
+// its store: until then, a change that adds the rate limit filter could be
+// pushed without the health check, and ACKed.
+func applyPoison(ctx context.Context, t *testing.T, ist *harness.Istiod) {
 	t.Helper()
 	poison := poisonAfterRateLimit(t)
 	if err := cluster.Apply(ctx, poison); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteObject(context.Background(), t, poison) })
+	if ist == nil {
+		ist = istiod
+	}
+	name := poison.Metadata.Name
+	client := &http.Client{Timeout: 2 * time.Second}
+	if !harness.Eventually(ctx, 30*time.Second, func() bool {
+		resp, err := client.Get(ist.DebugURL() + "/debug/configz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return err == nil && bytes.Contains(body, []byte(`"`+name+`"`))
+	}) {
+		t.Fatalf("istiod %s does not list the EnvoyFilter %s in /debug/configz after 30 s", ist.DebugURL(), name)
+	}
 }
 
 // listenerErrors are the error_state details of g's dynamic listeners in
@@ -160,7 +182,7 @@ func TestDirectRollbackOnNACK(t *testing.T) {
 	}
 
 	t.Run("every gateway NACKs the change: rolled back; a new gateway serves", func(t *testing.T) {
-		applyPoison(ctx, t)
+		applyPoison(ctx, t, nil)
 		before := map[*gw][2]int64{}
 		for _, g := range gateways {
 			s, r := ldsStats(ctx, t, g)
