@@ -14,6 +14,7 @@ import (
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	_ "github.com/globalconfig/globalconfig/items/all"
 	"github.com/globalconfig/globalconfig/pkg/anchors"
+	"github.com/globalconfig/globalconfig/pkg/anchors/anchorstest"
 	"github.com/globalconfig/globalconfig/pkg/render"
 )
 
@@ -42,14 +43,6 @@ func other(t *testing.T, manifest string) anchors.Other {
 	}
 	return anchors.Other{Namespace: obj.Metadata.Namespace, Name: obj.Metadata.Name, Labels: obj.Metadata.Labels, Spec: obj.Spec}
 }
-
-const localRateLimit = `
-localRateLimit:
-  maxTokens: 100
-  tokensPerFill: 100
-  fillInterval: 1s
-gzip: {}
-`
 
 // userHealthCheck is the issue's user EnvoyFilter: a health check
 // inserted after globalconfig's local_ratelimit, at priority 100.
@@ -92,7 +85,7 @@ func priorityOf(objs []*envoyfilter.Object, item string) int32 {
 }
 
 func TestFind(t *testing.T) {
-	ours := set(t, localRateLimit)
+	ours := set(t, anchorstest.LocalRateLimit)
 	ourPriority := fmt.Sprintf("priority: %d", priorityOf(ours, "localRateLimit"))
 	for _, c := range []struct {
 		name   string
@@ -115,19 +108,19 @@ func TestFind(t *testing.T) {
 			other: strings.Replace(userHealthCheck("INSERT_AFTER", "team-a", ""), "priority: 100", ourPriority, 1),
 			want:  "team-a/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "equal priority from the root namespace, ours from another: theirs applies first, not a dependent",
-			ours:  set(t, "target: {namespace: team-b}\n"+localRateLimit),
+			ours:  set(t, "target: {namespace: team-b}\n"+anchorstest.LocalRateLimit),
 			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "priority: 100", ourPriority, 1)},
-		{name: "disjoint selectors", ours: set(t, "target: {selector: {istio: ingressgateway}}\n"+localRateLimit),
+		{name: "disjoint selectors", ours: set(t, "target: {selector: {istio: ingressgateway}}\n"+anchorstest.LocalRateLimit),
 			other: userHealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {istio: eastwestgateway}}")},
-		{name: "overlapping selectors may meet", ours: set(t, "target: {selector: {istio: ingressgateway}}\n"+localRateLimit),
+		{name: "overlapping selectors may meet", ours: set(t, "target: {selector: {istio: ingressgateway}}\n"+anchorstest.LocalRateLimit),
 			other: userHealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {app: edge}}"),
 			want:  "istio-system/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "another namespace's EnvoyFilter with a workload selector meets ours from the root namespace", ours: ours,
 			other: userHealthCheck("INSERT_AFTER", "team-a", "  workloadSelector: {labels: {app: web}}"),
 			want:  "team-a/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
-		{name: "two namespaces, neither the root, never meet", ours: set(t, "target: {namespace: team-b}\n"+localRateLimit),
+		{name: "two namespaces, neither the root, never meet", ours: set(t, "target: {namespace: team-b}\n"+anchorstest.LocalRateLimit),
 			other: userHealthCheck("INSERT_AFTER", "team-a", "  workloadSelector: {labels: {app: web}}")},
-		{name: "a root namespace other than istio-system", ours: set(t, "target: {namespace: team-b}\n"+localRateLimit), root: "mesh-root",
+		{name: "a root namespace other than istio-system", ours: set(t, "target: {namespace: team-b}\n"+anchorstest.LocalRateLimit), root: "mesh-root",
 			other: userHealthCheck("INSERT_AFTER", "mesh-root", ""),
 			want:  "mesh-root/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "a sidecar context never meets the gateways'", ours: ours,
@@ -159,7 +152,7 @@ func TestFind(t *testing.T) {
 // An equal priority in the same namespace is ordered by creation time:
 // the dependent is listed, and says it may not find the filter.
 func TestFindEqualPriority(t *testing.T) {
-	ours := set(t, localRateLimit)
+	ours := set(t, anchorstest.LocalRateLimit)
 	o := other(t, userHealthCheck("INSERT_AFTER", "istio-system", ""))
 	o.Spec.Priority = priorityOf(ours, "localRateLimit")
 	deps := anchors.Find(ours, []anchors.Other{o}, "")
@@ -203,7 +196,7 @@ spec:
 }
 
 func TestCompare(t *testing.T) {
-	before := set(t, localRateLimit)
+	before := set(t, anchorstest.LocalRateLimit)
 	user := []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "istio-system", ""))}
 	for _, c := range []struct {
 		name  string
@@ -215,16 +208,16 @@ func TestCompare(t *testing.T) {
 			want: "this edit removes localRateLimit's HTTP filter envoy.filters.http.local_ratelimit, which istio-system/user-anchored-healthcheck (configPatches[0] INSERT_AFTER) anchors on: istiod skips an insert whose anchor is absent, so its filter silently disappears from those proxies"},
 		{name: "disabling the item", after: "localRateLimit: {enable: false, maxTokens: 100, tokensPerFill: 100, fillInterval: 1s}\ngzip: {}\n", deps: user,
 			want: "this edit removes localRateLimit's"},
-		{name: "narrowing its selector", after: "target: {selector: {istio: ingressgateway}}\n" + localRateLimit, deps: user,
+		{name: "narrowing its selector", after: "target: {selector: {istio: ingressgateway}}\n" + anchorstest.LocalRateLimit, deps: user,
 			want: "this edit narrows localRateLimit's HTTP filter envoy.filters.http.local_ratelimit"},
 		{name: "narrowing to the selector the dependent has anyway",
-			after: "target: {selector: {istio: ingressgateway}}\n" + localRateLimit,
+			after: "target: {selector: {istio: ingressgateway}}\n" + anchorstest.LocalRateLimit,
 			deps:  []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {istio: ingressgateway}}"))}},
-		{name: "moving it to a namespace the dependent's proxies don't read", after: "target: {namespace: team-b}\n" + localRateLimit,
+		{name: "moving it to a namespace the dependent's proxies don't read", after: "target: {namespace: team-b}\n" + anchorstest.LocalRateLimit,
 			deps: []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "team-a", ""))},
 			want: "this edit narrows localRateLimit's"},
-		{name: "changing its settings only", after: strings.Replace(localRateLimit, "maxTokens: 100", "maxTokens: 200", 1), deps: user},
-		{name: "no change", after: localRateLimit, deps: user},
+		{name: "changing its settings only", after: strings.Replace(anchorstest.LocalRateLimit, "maxTokens: 100", "maxTokens: 200", 1), deps: user},
+		{name: "no change", after: anchorstest.LocalRateLimit, deps: user},
 		{name: "no dependent", after: "gzip: {}\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -242,8 +235,8 @@ func TestCompare(t *testing.T) {
 // A filter that moves to a priority after the dependent's is out of its
 // reach: the same warning as a removal's effect, saying it moved.
 func TestCompareMoved(t *testing.T) {
-	before := set(t, localRateLimit)
-	after := set(t, localRateLimit)
+	before := set(t, anchorstest.LocalRateLimit)
+	after := set(t, anchorstest.LocalRateLimit)
 	for i, o := range after {
 		if o.Item() == "localRateLimit" {
 			moved := *o

@@ -3,17 +3,15 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
-	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
+	"github.com/globalconfig/globalconfig/pkg/anchors/anchorstest"
 	"github.com/globalconfig/globalconfig/pkg/cli"
 )
 
@@ -26,44 +24,13 @@ gzip:
   chunkSize: 8192
 `
 
-// userAnchored is the issue's user EnvoyFilter: a health check inserted
-// after globalconfig's local_ratelimit, at priority 100.
-const userAnchored = `
-metadata:
-  name: user-anchored-healthcheck
-  namespace: istio-system
-spec:
-  priority: 100
-  configPatches:
-  - applyTo: HTTP_FILTER
-    match:
-      context: GATEWAY
-      listener:
-        filterChain:
-          filter:
-            name: envoy.filters.network.http_connection_manager
-            subFilter:
-              name: envoy.filters.http.local_ratelimit
-    patch:
-      operation: INSERT_AFTER
-      value:
-        name: envoy.filters.http.health_check
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck
-          pass_through_mode: false
-`
-
 // withUser is a cluster whose live document has localRateLimit, with the
 // user's EnvoyFilter anchored on it.
 func withUser(t *testing.T) *cluster {
 	t.Helper()
 	c := newCluster(t, liveWithLocalRateLimit)
-	b, err := yaml.YAMLToJSON([]byte(userAnchored))
+	ef, err := anchorstest.EnvoyFilter()
 	if err != nil {
-		t.Fatal(err)
-	}
-	ef := &clientnetworking.EnvoyFilter{}
-	if err := json.Unmarshal(b, ef); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.istio.NetworkingV1alpha3().EnvoyFilters("istio-system").Create(context.Background(), ef, metav1.CreateOptions{}); err != nil {

@@ -9,45 +9,9 @@ import (
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	"sigs.k8s.io/yaml"
 
+	"github.com/globalconfig/globalconfig/pkg/anchors/anchorstest"
 	"github.com/globalconfig/globalconfig/pkg/status"
 )
-
-// userAnchored is the issue's user EnvoyFilter: a health check inserted
-// after globalconfig's local_ratelimit, at priority 100.
-const userAnchored = `
-apiVersion: networking.istio.io/v1alpha3
-kind: EnvoyFilter
-metadata:
-  name: user-anchored-healthcheck
-  namespace: istio-system
-spec:
-  priority: 100
-  configPatches:
-  - applyTo: HTTP_FILTER
-    match:
-      context: GATEWAY
-      listener:
-        filterChain:
-          filter:
-            name: envoy.filters.network.http_connection_manager
-            subFilter:
-              name: envoy.filters.http.local_ratelimit
-    patch:
-      operation: INSERT_AFTER
-      value:
-        name: envoy.filters.http.health_check
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck
-          pass_through_mode: false
-`
-
-const docLocalRateLimit = `
-localRateLimit:
-  maxTokens: 100
-  tokensPerFill: 100
-  fillInterval: 1s
-gzip: {}
-`
 
 func envoyFilterOf(t *testing.T, manifest string) *clientnetworking.EnvoyFilter {
 	t.Helper()
@@ -70,11 +34,11 @@ func TestStatusListsDependents(t *testing.T) {
 	if err := f.ctrl.WatchDependents(others); err != nil {
 		t.Fatal(err)
 	}
-	user := envoyFilterOf(t, userAnchored)
+	user := envoyFilterOf(t, anchorstest.UserAnchoredHealthCheck)
 	if err := others.Informer().GetStore().Add(user); err != nil {
 		t.Fatal(err)
 	}
-	f.putConfig(docLocalRateLimit)
+	f.putConfig(anchorstest.LocalRateLimit)
 	f.mustSync()
 	f.deliver()
 	f.mustSync()
@@ -92,7 +56,7 @@ func TestStatusListsDependents(t *testing.T) {
 		t.Errorf("with localRateLimit removed, dependents %+v, want none", got)
 	}
 
-	f.putConfig(docLocalRateLimit)
+	f.putConfig(anchorstest.LocalRateLimit)
 	f.mustSync()
 	f.deliver()
 	f.mustSync()

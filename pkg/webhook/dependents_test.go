@@ -16,44 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/globalconfig/globalconfig/pkg/anchors"
+	"github.com/globalconfig/globalconfig/pkg/anchors/anchorstest"
 )
-
-// userAnchored is the issue's user EnvoyFilter: a health check inserted
-// after globalconfig's local_ratelimit, at priority 100.
-const userAnchored = `
-apiVersion: networking.istio.io/v1alpha3
-kind: EnvoyFilter
-metadata:
-  name: user-anchored-healthcheck
-  namespace: istio-system
-spec:
-  priority: 100
-  configPatches:
-  - applyTo: HTTP_FILTER
-    match:
-      context: GATEWAY
-      listener:
-        filterChain:
-          filter:
-            name: envoy.filters.network.http_connection_manager
-            subFilter:
-              name: envoy.filters.http.local_ratelimit
-    patch:
-      operation: INSERT_AFTER
-      value:
-        name: envoy.filters.http.health_check
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck
-          pass_through_mode: false
-`
-
-const withLocalRateLimit = `
-localRateLimit:
-  maxTokens: 100
-  tokensPerFill: 100
-  fillInterval: 1s
-gzip: {}
-`
 
 // othersIn lists the EnvoyFilters of a (fake) cluster as the controller
 // hands them to the webhook.
@@ -103,7 +67,7 @@ func dependentWarningsOf(resp *admissionv1.AdmissionResponse) []string {
 
 func TestReviewWarnsOfDependents(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	user := clusterWith(t, userAnchored)
+	user := clusterWith(t, anchorstest.UserAnchoredHealthCheck)
 	for _, c := range []struct {
 		name        string
 		cluster     *istiofake.Clientset
@@ -111,17 +75,17 @@ func TestReviewWarnsOfDependents(t *testing.T) {
 		doc, oldDoc string
 		want        string // the one dependent warning, "" for none
 	}{
-		{name: "removing localRateLimit", cluster: user, op: admissionv1.Update, doc: "gzip: {}\n", oldDoc: withLocalRateLimit,
+		{name: "removing localRateLimit", cluster: user, op: admissionv1.Update, doc: "gzip: {}\n", oldDoc: anchorstest.LocalRateLimit,
 			want: "globalconfig: this edit removes localRateLimit's HTTP filter envoy.filters.http.local_ratelimit, which istio-system/user-anchored-healthcheck (configPatches[0] INSERT_AFTER) anchors on: istiod skips an insert whose anchor is absent, so its filter silently disappears from those proxies"},
 		{name: "narrowing localRateLimit to other gateways", cluster: user, op: admissionv1.Update,
-			doc: "target: {selector: {istio: eastwestgateway}}\n" + withLocalRateLimit, oldDoc: withLocalRateLimit,
+			doc: "target: {selector: {istio: eastwestgateway}}\n" + anchorstest.LocalRateLimit, oldDoc: anchorstest.LocalRateLimit,
 			want: "globalconfig: this edit narrows localRateLimit's HTTP filter envoy.filters.http.local_ratelimit"},
 		{name: "changing localRateLimit's settings", cluster: user, op: admissionv1.Update,
-			doc: strings.Replace(withLocalRateLimit, "maxTokens: 100", "maxTokens: 500", 1), oldDoc: withLocalRateLimit},
-		{name: "removing another item", cluster: user, op: admissionv1.Update, doc: "localRateLimit: {maxTokens: 100, tokensPerFill: 100, fillInterval: 1s}\n", oldDoc: withLocalRateLimit},
-		{name: "no other EnvoyFilter", cluster: clusterWith(t), op: admissionv1.Update, doc: "gzip: {}\n", oldDoc: withLocalRateLimit},
+			doc: strings.Replace(anchorstest.LocalRateLimit, "maxTokens: 100", "maxTokens: 500", 1), oldDoc: anchorstest.LocalRateLimit},
+		{name: "removing another item", cluster: user, op: admissionv1.Update, doc: "localRateLimit: {maxTokens: 100, tokensPerFill: 100, fillInterval: 1s}\n", oldDoc: anchorstest.LocalRateLimit},
+		{name: "no other EnvoyFilter", cluster: clusterWith(t), op: admissionv1.Update, doc: "gzip: {}\n", oldDoc: anchorstest.LocalRateLimit},
 		{name: "a create has no old set", cluster: user, op: admissionv1.Create, doc: "gzip: {}\n"},
-		{name: "the old document was invalid, its set never applied", cluster: user, op: admissionv1.Update, doc: "gzip: {}\n", oldDoc: "gizp: {}\n" + withLocalRateLimit},
+		{name: "the old document was invalid, its set never applied", cluster: user, op: admissionv1.Update, doc: "gzip: {}\n", oldDoc: "gizp: {}\n" + anchorstest.LocalRateLimit},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := &Handler{Log: log, Others: othersIn(c.cluster)}
@@ -146,7 +110,7 @@ func TestReviewDependentsUnlisted(t *testing.T) {
 	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Others: func(context.Context) ([]anchors.Other, error) {
 		return nil, errors.New("the EnvoyFilter cache has not synced yet")
 	}}
-	resp := h.review(context.Background(), request(t, admissionv1.Update, "gzip: {}\n", withLocalRateLimit))
+	resp := h.review(context.Background(), request(t, admissionv1.Update, "gzip: {}\n", anchorstest.LocalRateLimit))
 	got := dependentWarningsOf(resp)
 	if !resp.Allowed || len(got) != 1 || !strings.Contains(got[0], "could not list the cluster's other EnvoyFilters") || !strings.Contains(got[0], "not synced yet") {
 		t.Errorf("allowed %v, warned %q", resp.Allowed, resp.Warnings)

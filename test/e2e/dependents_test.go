@@ -5,37 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/globalconfig/globalconfig/pkg/anchors/anchorstest"
 	"github.com/globalconfig/globalconfig/test/xds"
 )
-
-// userAnchoredHealthCheck is the issue's user EnvoyFilter: a team's health
-// check inserted after globalconfig's local_ratelimit, at priority 100.
-const userAnchoredHealthCheck = `
-apiVersion: networking.istio.io/v1alpha3
-kind: EnvoyFilter
-metadata:
-  name: user-anchored-healthcheck
-  namespace: istio-system
-spec:
-  priority: 100
-  configPatches:
-  - applyTo: HTTP_FILTER
-    match:
-      context: GATEWAY
-      listener:
-        filterChain:
-          filter:
-            name: envoy.filters.network.http_connection_manager
-            subFilter:
-              name: envoy.filters.http.local_ratelimit
-    patch:
-      operation: INSERT_AFTER
-      value:
-        name: envoy.filters.http.health_check
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck
-          pass_through_mode: false
-`
 
 // What pkg/anchors says a dependent risks, at a real istiod: the user's
 // health check stands right after localRateLimit's filter while the item
@@ -52,11 +24,11 @@ func TestDependentLosesItsAnchor(t *testing.T) {
 		}
 		ours = append(append(ours, "---\n"...), y...)
 	}
-	if _, err := cluster.Kubectl(ctx, []byte(userAnchoredHealthCheck), "apply", "-f", "-"); err != nil {
+	if _, err := cluster.Kubectl(ctx, []byte(anchorstest.UserAnchoredHealthCheck), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = cluster.Kubectl(ctx, []byte(userAnchoredHealthCheck), "delete", "--ignore-not-found", "-f", "-")
+		_, _ = cluster.Kubectl(ctx, []byte(anchorstest.UserAnchoredHealthCheck), "delete", "--ignore-not-found", "-f", "-")
 		_, _ = cluster.Kubectl(ctx, ours, "delete", "--ignore-not-found", "-f", "-")
 	})
 	chain := func(s xds.Snapshot) (string, error) {

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,47 +10,17 @@ import (
 	"testing"
 	"time"
 
-	clientnetworking "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
+	"github.com/globalconfig/globalconfig/pkg/anchors/anchorstest"
 	"github.com/globalconfig/globalconfig/pkg/cli"
 	"github.com/globalconfig/globalconfig/pkg/document"
 	"github.com/globalconfig/globalconfig/pkg/status"
 	"github.com/globalconfig/globalconfig/pkg/webhook"
 	"github.com/globalconfig/globalconfig/test/harness"
 )
-
-// userAnchoredHealthCheck is the issue's user EnvoyFilter: a team's health
-// check inserted after globalconfig's local_ratelimit, at priority 100.
-const userAnchoredHealthCheck = `
-apiVersion: networking.istio.io/v1alpha3
-kind: EnvoyFilter
-metadata:
-  name: user-anchored-healthcheck
-  namespace: istio-system
-spec:
-  priority: 100
-  configPatches:
-  - applyTo: HTTP_FILTER
-    match:
-      context: GATEWAY
-      listener:
-        filterChain:
-          filter:
-            name: envoy.filters.network.http_connection_manager
-            subFilter:
-              name: envoy.filters.http.local_ratelimit
-    patch:
-      operation: INSERT_AFTER
-      value:
-        name: envoy.filters.http.health_check
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck
-          pass_through_mode: false
-`
 
 const docLocalRateLimit = `gzip: {}
 localRateLimit:
@@ -94,12 +63,8 @@ func TestDependents(t *testing.T) {
 		t.Fatal(err)
 	}
 	createWebhookConfig(f, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))
-	b, err := yaml.YAMLToJSON([]byte(userAnchoredHealthCheck))
+	user, err := anchorstest.EnvoyFilter()
 	if err != nil {
-		t.Fatal(err)
-	}
-	user := &clientnetworking.EnvoyFilter{}
-	if err := json.Unmarshal(b, user); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cluster.Istio.NetworkingV1alpha3().EnvoyFilters(ns).Create(f.ctx, user, metav1.CreateOptions{}); err != nil {
