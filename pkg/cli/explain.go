@@ -182,15 +182,7 @@ func advice(b *preflight.Blame) []string {
 
 func (r explainReport) write(w io.Writer) error {
 	var b strings.Builder
-	kind := r.Proxy.Type
-	if kind == "router" {
-		kind = "gateway"
-	}
-	fmt.Fprintf(&b, "proxy %s (%s", r.Proxy.Name, kind)
-	if r.Proxy.IstioVersion != "" {
-		fmt.Fprintf(&b, ", Istio %s", r.Proxy.IstioVersion)
-	}
-	fmt.Fprintf(&b, "), judged by Envoy %s\n", r.Envoy)
+	fmt.Fprintf(&b, "%s), judged by Envoy %s\n", proxyHeading(r.Proxy), r.Envoy)
 	switch r.Outcome {
 	case preflight.NotReproduced:
 		fmt.Fprintf(&b, "Envoy accepts its config: nothing to blame\n")

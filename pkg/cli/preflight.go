@@ -130,17 +130,23 @@ type preflightReport struct {
 	Envoy   *preflight.Verdict `json:"envoy,omitempty"`
 }
 
-func (r preflightReport) write(w io.Writer) error {
-	var b strings.Builder
-	kind := r.Proxy.Type
+// proxyHeading names px as a report's first line does: "proxy
+// gw.istio-system (gateway, Istio 1.31.0".
+func proxyHeading(px preflight.Proxy) string {
+	kind := px.Type
 	if kind == "router" {
 		kind = "gateway"
 	}
-	fmt.Fprintf(&b, "proxy %s (%s", r.Proxy.Name, kind)
-	if r.Proxy.IstioVersion != "" {
-		fmt.Fprintf(&b, ", Istio %s", r.Proxy.IstioVersion)
+	s := fmt.Sprintf("proxy %s (%s", px.Name, kind)
+	if px.IstioVersion != "" {
+		s += ", Istio " + px.IstioVersion
 	}
-	b.WriteString(")\n")
+	return s
+}
+
+func (r preflightReport) write(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(proxyHeading(r.Proxy) + ")\n")
 	if len(r.Items) == 0 {
 		b.WriteString("no item's patches for this proxy change\n")
 	} else {
