@@ -136,7 +136,7 @@ func (*FaultInjection) ContextLimits() []items.ContextLimit {
 func (f *FaultInjection) Validate() error {
 	var p items.Problems
 	if f.Enable && f.Delay == nil && f.Abort == nil {
-		p.Addf("", "needs delay or abort (or both), e.g. delay: {fixedDelay: 2s, percentage: {value: 10}}")
+		p.Addf("", "sets nothing: give delay or abort (or both), e.g. delay: {fixedDelay: 2s, percentage: {value: 10}}")
 	}
 	if f.Enable && f.Delay != nil && f.Delay.FixedDelay == nil {
 		p.Addf("delay.fixedDelay", "is required, e.g. 2s")
@@ -167,16 +167,19 @@ func (f *FaultInjection) config() *faultv3.HTTPFault {
 		AbortGrpcStatusRuntime: RuntimePrefix + "abort.grpc_status",
 		MaxActiveFaultsRuntime: RuntimePrefix + "max_active_faults",
 	}
+	// A fault without its required key (refused by Validate) is rendered
+	// without it too, as Envoy would see it: it refuses a delay or an abort
+	// without its kind.
 	if f.Delay != nil {
-		cfg.Delay = &commonfaultv3.FaultDelay{
-			FaultDelaySecifier: &commonfaultv3.FaultDelay_FixedDelay{FixedDelay: durationpb.New(f.Delay.FixedDelay.Duration)},
-			Percentage:         percent(f.Delay.Percentage),
+		cfg.Delay = &commonfaultv3.FaultDelay{Percentage: percent(f.Delay.Percentage)}
+		if f.Delay.FixedDelay != nil {
+			cfg.Delay.FaultDelaySecifier = &commonfaultv3.FaultDelay_FixedDelay{FixedDelay: durationpb.New(f.Delay.FixedDelay.Duration)}
 		}
 	}
 	if f.Abort != nil {
-		cfg.Abort = &faultv3.FaultAbort{
-			ErrorType:  &faultv3.FaultAbort_HttpStatus{HttpStatus: *f.Abort.HTTPStatus},
-			Percentage: percent(f.Abort.Percentage),
+		cfg.Abort = &faultv3.FaultAbort{Percentage: percent(f.Abort.Percentage)}
+		if f.Abort.HTTPStatus != nil {
+			cfg.Abort.ErrorType = &faultv3.FaultAbort_HttpStatus{HttpStatus: *f.Abort.HTTPStatus}
 		}
 	}
 	return cfg
