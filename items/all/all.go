@@ -13,6 +13,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/downstream"
 	_ "github.com/globalconfig/globalconfig/items/extauth"
 	_ "github.com/globalconfig/globalconfig/items/extproc"
+	_ "github.com/globalconfig/globalconfig/items/faultinjection"
 	_ "github.com/globalconfig/globalconfig/items/globalratelimit"
 	_ "github.com/globalconfig/globalconfig/items/gzip"
 	_ "github.com/globalconfig/globalconfig/items/hardening"

@@ -1,0 +1,9 @@
+package faultinjection_test
+
+import (
+	"testing"
+
+	"github.com/globalconfig/globalconfig/test/goldentest"
+)
+
+func TestGolden(t *testing.T) { goldentest.Run(t, "testdata") }
