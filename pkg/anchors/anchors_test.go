@@ -44,36 +44,6 @@ func other(t *testing.T, manifest string) anchors.Other {
 	return anchors.Other{Namespace: obj.Metadata.Namespace, Name: obj.Metadata.Name, Labels: obj.Metadata.Labels, Spec: obj.Spec}
 }
 
-// userHealthCheck is the issue's user EnvoyFilter: a health check
-// inserted after globalconfig's local_ratelimit, at priority 100.
-func userHealthCheck(op, namespace, extra string) string {
-	return `
-metadata:
-  name: user-anchored-healthcheck
-  namespace: ` + namespace + `
-spec:
-  priority: 100
-` + extra + `
-  configPatches:
-  - applyTo: HTTP_FILTER
-    match:
-      context: GATEWAY
-      listener:
-        filterChain:
-          filter:
-            name: envoy.filters.network.http_connection_manager
-            subFilter:
-              name: envoy.filters.http.local_ratelimit
-    patch:
-      operation: ` + op + `
-      value:
-        name: envoy.filters.http.health_check
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck
-          pass_through_mode: false
-`
-}
-
 // priorityOf is item's EnvoyFilter's priority in objs.
 func priorityOf(objs []*envoyfilter.Object, item string) int32 {
 	for _, o := range objs {
@@ -95,47 +65,47 @@ func TestFind(t *testing.T) {
 		root   string
 		itemOf string
 	}{
-		{name: "INSERT_AFTER via subFilter", ours: ours, other: userHealthCheck("INSERT_AFTER", "istio-system", ""),
+		{name: "INSERT_AFTER via subFilter", ours: ours, other: anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""),
 			want: "istio-system/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
-		{name: "INSERT_BEFORE via subFilter", ours: ours, other: userHealthCheck("INSERT_BEFORE", "istio-system", ""),
+		{name: "INSERT_BEFORE via subFilter", ours: ours, other: anchorstest.HealthCheck("INSERT_BEFORE", "istio-system", ""),
 			want: "istio-system/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_BEFORE"},
 		{name: "a MERGE into our filter's typed config, at any priority", ours: ours,
-			other: strings.Replace(userHealthCheck("MERGE", "istio-system", ""), "priority: 100", "priority: -5", 1),
+			other: strings.Replace(anchorstest.HealthCheck("MERGE", "istio-system", ""), "priority: 100", "priority: -5", 1),
 			want:  "istio-system/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] MERGE"},
 		{name: "an insert applied before ours never finds the filter: not a dependent", ours: ours,
-			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "priority: 100", "priority: 5", 1)},
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""), "priority: 100", "priority: 5", 1)},
 		{name: "equal priority from another namespace: istio-system's first, a dependent", ours: ours,
-			other: strings.Replace(userHealthCheck("INSERT_AFTER", "team-a", ""), "priority: 100", ourPriority, 1),
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "team-a", ""), "priority: 100", ourPriority, 1),
 			want:  "team-a/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "equal priority from the root namespace, ours from another: theirs applies first, not a dependent",
 			ours:  set(t, "target: {namespace: team-b}\n"+anchorstest.LocalRateLimit),
-			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "priority: 100", ourPriority, 1)},
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""), "priority: 100", ourPriority, 1)},
 		{name: "disjoint selectors", ours: set(t, "target: {selector: {istio: ingressgateway}}\n"+anchorstest.LocalRateLimit),
-			other: userHealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {istio: eastwestgateway}}")},
+			other: anchorstest.HealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {istio: eastwestgateway}}")},
 		{name: "overlapping selectors may meet", ours: set(t, "target: {selector: {istio: ingressgateway}}\n"+anchorstest.LocalRateLimit),
-			other: userHealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {app: edge}}"),
+			other: anchorstest.HealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {app: edge}}"),
 			want:  "istio-system/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "another namespace's EnvoyFilter with a workload selector meets ours from the root namespace", ours: ours,
-			other: userHealthCheck("INSERT_AFTER", "team-a", "  workloadSelector: {labels: {app: web}}"),
+			other: anchorstest.HealthCheck("INSERT_AFTER", "team-a", "  workloadSelector: {labels: {app: web}}"),
 			want:  "team-a/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "two namespaces, neither the root, never meet", ours: set(t, "target: {namespace: team-b}\n"+anchorstest.LocalRateLimit),
-			other: userHealthCheck("INSERT_AFTER", "team-a", "  workloadSelector: {labels: {app: web}}")},
+			other: anchorstest.HealthCheck("INSERT_AFTER", "team-a", "  workloadSelector: {labels: {app: web}}")},
 		{name: "a root namespace other than istio-system", ours: set(t, "target: {namespace: team-b}\n"+anchorstest.LocalRateLimit), root: "mesh-root",
-			other: userHealthCheck("INSERT_AFTER", "mesh-root", ""),
+			other: anchorstest.HealthCheck("INSERT_AFTER", "mesh-root", ""),
 			want:  "mesh-root/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "a sidecar context never meets the gateways'", ours: ours,
-			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "context: GATEWAY", "context: SIDECAR_INBOUND", 1)},
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""), "context: GATEWAY", "context: SIDECAR_INBOUND", 1)},
 		{name: "context ANY meets the gateways'", ours: ours,
-			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "context: GATEWAY", "context: ANY", 1),
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""), "context: GATEWAY", "context: ANY", 1),
 			want:  "istio-system/user-anchored-healthcheck anchors on envoy.filters.http.local_ratelimit (localRateLimit): configPatches[0] INSERT_AFTER"},
 		{name: "the router is every connection manager's, not an item's", ours: ours,
-			other: strings.Replace(userHealthCheck("INSERT_BEFORE", "istio-system", ""), "envoy.filters.http.local_ratelimit", envoyfilter.Router, 1)},
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_BEFORE", "istio-system", ""), "envoy.filters.http.local_ratelimit", envoyfilter.Router, 1)},
 		{name: "a filter no item inserts", ours: set(t, "gzip: {}\n"),
-			other: userHealthCheck("INSERT_AFTER", "istio-system", "")},
+			other: anchorstest.HealthCheck("INSERT_AFTER", "istio-system", "")},
 		{name: "globalconfig's own EnvoyFilters are not dependents", ours: ours,
-			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "namespace: istio-system", "namespace: istio-system\n  labels: {app.kubernetes.io/managed-by: globalconfig}", 1)},
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""), "namespace: istio-system", "namespace: istio-system\n  labels: {app.kubernetes.io/managed-by: globalconfig}", 1)},
 		{name: "a subFilter under another network filter is never applied", ours: ours,
-			other: strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "name: envoy.filters.network.http_connection_manager", "name: envoy.filters.network.tcp_proxy", 1)},
+			other: strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""), "name: envoy.filters.network.http_connection_manager", "name: envoy.filters.network.tcp_proxy", 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			deps := anchors.Find(c.ours, []anchors.Other{other(t, c.other)}, c.root)
@@ -153,7 +123,7 @@ func TestFind(t *testing.T) {
 // the dependent is listed, and says it may not find the filter.
 func TestFindEqualPriority(t *testing.T) {
 	ours := set(t, anchorstest.LocalRateLimit)
-	o := other(t, userHealthCheck("INSERT_AFTER", "istio-system", ""))
+	o := other(t, anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""))
 	o.Spec.Priority = priorityOf(ours, "localRateLimit")
 	deps := anchors.Find(ours, []anchors.Other{o}, "")
 	if len(deps) != 1 || !strings.Contains(deps[0].Order, "creation time") {
@@ -197,7 +167,7 @@ spec:
 
 func TestCompare(t *testing.T) {
 	before := set(t, anchorstest.LocalRateLimit)
-	user := []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "istio-system", ""))}
+	user := []anchors.Other{other(t, anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""))}
 	for _, c := range []struct {
 		name  string
 		after string
@@ -212,9 +182,9 @@ func TestCompare(t *testing.T) {
 			want: "this edit narrows localRateLimit's HTTP filter envoy.filters.http.local_ratelimit"},
 		{name: "narrowing to the selector the dependent has anyway",
 			after: "target: {selector: {istio: ingressgateway}}\n" + anchorstest.LocalRateLimit,
-			deps:  []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {istio: ingressgateway}}"))}},
+			deps:  []anchors.Other{other(t, anchorstest.HealthCheck("INSERT_AFTER", "istio-system", "  workloadSelector: {labels: {istio: ingressgateway}}"))}},
 		{name: "moving it to a namespace the dependent's proxies don't read", after: "target: {namespace: team-b}\n" + anchorstest.LocalRateLimit,
-			deps: []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "team-a", ""))},
+			deps: []anchors.Other{other(t, anchorstest.HealthCheck("INSERT_AFTER", "team-a", ""))},
 			want: "this edit narrows localRateLimit's"},
 		{name: "changing its settings only", after: strings.Replace(anchorstest.LocalRateLimit, "maxTokens: 100", "maxTokens: 200", 1), deps: user},
 		{name: "no change", after: anchorstest.LocalRateLimit, deps: user},
@@ -244,7 +214,7 @@ func TestCompareMoved(t *testing.T) {
 			after[i] = &moved
 		}
 	}
-	ws := anchors.Compare(before, after, []anchors.Other{other(t, userHealthCheck("INSERT_AFTER", "istio-system", ""))}, "")
+	ws := anchors.Compare(before, after, []anchors.Other{other(t, anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""))}, "")
 	if len(ws) != 1 || ws[0].Change != "moves" || !strings.Contains(ws[0].Detail, "silently disappears") {
 		t.Fatalf("warned %v, want a move that puts the filter out of reach", ws)
 	}
@@ -262,7 +232,7 @@ func TestFindIstiodsOwnFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := other(t, strings.Replace(userHealthCheck("INSERT_AFTER", "istio-system", ""), "envoy.filters.http.local_ratelimit", "envoy.filters.http.fault", 1))
+	o := other(t, strings.Replace(anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""), "envoy.filters.http.local_ratelimit", "envoy.filters.http.fault", 1))
 	if deps := anchors.Find([]*envoyfilter.Object{obj}, []anchors.Other{o}, ""); len(deps) != 0 {
 		t.Errorf("found %v, want none: every connection manager has a fault filter", deps)
 	}
@@ -286,9 +256,9 @@ func BenchmarkCompareFullExample(b *testing.B) {
 	after := render.New().FromConfigMap(cm.Data).Objects
 	var others []anchors.Other
 	for _, m := range []string{
-		userHealthCheck("INSERT_AFTER", "istio-system", ""),
-		strings.Replace(userHealthCheck("INSERT_BEFORE", "team-a", "  workloadSelector: {labels: {app: web}}"), "user-anchored-healthcheck", "team-a-filter", 1),
-		strings.Replace(userHealthCheck("MERGE", "istio-system", ""), "envoy.filters.http.local_ratelimit", envoyfilter.Buffer, 1),
+		anchorstest.HealthCheck("INSERT_AFTER", "istio-system", ""),
+		strings.Replace(anchorstest.HealthCheck("INSERT_BEFORE", "team-a", "  workloadSelector: {labels: {app: web}}"), "user-anchored-healthcheck", "team-a-filter", 1),
+		strings.Replace(anchorstest.HealthCheck("MERGE", "istio-system", ""), "envoy.filters.http.local_ratelimit", envoyfilter.Buffer, 1),
 	} {
 		var obj struct {
 			Metadata struct{ Name, Namespace string }

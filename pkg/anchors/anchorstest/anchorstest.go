@@ -12,18 +12,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// UserAnchoredHealthCheck is a team's EnvoyFilter, not globalconfig's: a
-// health check inserted after globalconfig's local_ratelimit (the
-// localRateLimit item), at priority 100, so istiod applies it after every
-// item.
-const UserAnchoredHealthCheck = `
+// HealthCheck is a team's EnvoyFilter, not globalconfig's, as a manifest:
+// a health check placed by op (INSERT_AFTER, INSERT_BEFORE, MERGE...)
+// against globalconfig's local_ratelimit (the localRateLimit item), in
+// namespace, at priority 100, so istiod applies it after every item;
+// extra is more of its spec (a workloadSelector), indented by two spaces.
+func HealthCheck(op, namespace, extra string) string {
+	return `
 apiVersion: networking.istio.io/v1alpha3
 kind: EnvoyFilter
 metadata:
   name: user-anchored-healthcheck
-  namespace: istio-system
+  namespace: ` + namespace + `
 spec:
   priority: 100
+` + extra + `
   configPatches:
   - applyTo: HTTP_FILTER
     match:
@@ -35,13 +38,18 @@ spec:
             subFilter:
               name: envoy.filters.http.local_ratelimit
     patch:
-      operation: INSERT_AFTER
+      operation: ` + op + `
       value:
         name: envoy.filters.http.health_check
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck
           pass_through_mode: false
 `
+}
+
+// UserAnchoredHealthCheck is the issue's EnvoyFilter:
+// istio-system/user-anchored-healthcheck, inserted after local_ratelimit.
+var UserAnchoredHealthCheck = HealthCheck("INSERT_AFTER", "istio-system", "")
 
 // LocalRateLimit is a document whose set inserts local_ratelimit, beside
 // gzip.
