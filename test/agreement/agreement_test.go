@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/internal/fielderr"
 	"github.com/globalconfig/globalconfig/items"
@@ -84,8 +86,10 @@ type verdict struct {
 	// rules refuse it; see skipped).
 	objs    []*envoyfilter.Object
 	skipped string
-	// doc is the document as decoded without validation, for reached.
+	// doc is the document as decoded without validation, and src its
+	// text, for reached.
 	doc *document.Document
+	src []byte
 }
 
 // judge is what validation says of src, as `globalconfig validate` says it.
@@ -94,7 +98,7 @@ func judge(src []byte) verdict {
 	if res.Valid() {
 		return verdict{valid: true, objs: res.Objects}
 	}
-	v := verdict{problems: res.Problems}
+	v := verdict{problems: res.Problems, src: src}
 	doc, err := document.Unvalidated().Parse(src)
 	if err != nil {
 		v.skipped = "does not decode"
@@ -214,6 +218,10 @@ func (o *outcome) check(ctx context.Context, bins []*envoybin.Binary, gen genera
 	return nil
 }
 
+// docsPerItem is how many documents each item gets: its own, whatever
+// else the registry holds (generator).
+const docsPerItem = 21
+
 // workers run Envoy at once: a validate run spends most of its time
 // waiting, not on a core.
 const workers = 8
@@ -226,9 +234,9 @@ func TestEnvoyAgreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 500
-	if s := os.Getenv("GLOBALCONFIG_AGREEMENT_DOCS"); s != "" {
-		if n, err = strconv.Atoi(s); err != nil {
+	perItem := docsPerItem
+	if s := os.Getenv("GLOBALCONFIG_AGREEMENT_PER_ITEM"); s != "" {
+		if perItem, err = strconv.Atoi(s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -238,11 +246,7 @@ func TestEnvoyAgreement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g := newGenerator(seed, seeds)
-	docs := make([]generated, n)
-	for i := range docs {
-		docs[i] = g.document()
-	}
+	docs := newGenerator(seed, seeds).documents(perItem)
 	o := &outcome{skipped: map[string]int{}, deliberate: map[string]int{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -290,11 +294,11 @@ func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
 
-// reached reports whether problem p's value reached Envoy: its string (a
-// map's key or value, a list's element) is in the set Envoy loaded. A
-// value an item's Build leaves out, because Validate refuses it, tells
-// nothing of Envoy's verdict on it. Numbers and other values are taken to
-// reach it.
+// reached reports whether problem p's value reached Envoy. A value an
+// item's Build leaves out, because Validate refuses it or another key
+// overrides it, tells nothing of Envoy's verdict on it. A string (a map's
+// key or value, a list's element) reached it when it is in the set Envoy
+// loaded; any other value when the set changes without it.
 func reached(v verdict, p *fielderr.Error) bool {
 	if v.doc != nil {
 		// A disabled item is validated, so that enabling it holds no
@@ -307,7 +311,7 @@ func reached(v verdict, p *fielderr.Error) bool {
 	}
 	strs := stringsAt(v.doc, p.Path)
 	if strs == nil {
-		return true
+		return changesWithout(v, p.Path)
 	}
 	var all strings.Builder
 	for _, o := range v.objs {
@@ -324,6 +328,84 @@ func reached(v verdict, p *fielderr.Error) bool {
 		q, _ := json.Marshal(s)
 		if strings.Contains(all.String(), strings.Trim(string(q), `"`)) {
 			return true
+		}
+	}
+	return false
+}
+
+// changesWithout reports whether the document renders to another set
+// without the key at path (true when that can't be told: the key isn't
+// found, or the document without it doesn't build).
+func changesWithout(v verdict, path string) (changed bool) {
+	var root yaml.Node
+	if v.src == nil || yaml.Unmarshal(v.src, &root) != nil || len(root.Content) != 1 || !deleteAt(root.Content[0], path) {
+		return true
+	}
+	src, err := yaml.Marshal(&root)
+	if err != nil {
+		return true
+	}
+	doc, err := document.Unvalidated().Parse(src)
+	if err != nil {
+		return true
+	}
+	defer func() {
+		if recover() != nil {
+			changed = true
+		}
+	}()
+	objs, err := render.Desired(doc)
+	if err != nil {
+		return true
+	}
+	before, err1 := json.Marshal(v.objs)
+	after, err2 := json.Marshal(objs)
+	return err1 != nil || err2 != nil || string(before) != string(after)
+}
+
+// deleteAt removes the key (or list element) at path from n, a
+// document's mapping; false when path names nothing there.
+func deleteAt(n *yaml.Node, path string) bool {
+	for path != "" {
+		m := pathSegment.FindStringSubmatch(path)
+		if m == nil {
+			return false
+		}
+		path = path[len(m[0]):]
+		last := path == ""
+		if m[3] != "" {
+			i, _ := strconv.Atoi(m[3])
+			if n.Kind != yaml.SequenceNode || i >= len(n.Content) {
+				return false
+			}
+			if last {
+				n.Content = slices.Delete(n.Content, i, i+1)
+				return true
+			}
+			n = n.Content[i]
+			continue
+		}
+		key := m[1]
+		if m[2] != "" {
+			key, _ = strconv.Unquote(m[2])
+		}
+		if n.Kind != yaml.MappingNode {
+			return false
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value != key {
+				continue
+			}
+			if last {
+				n.Content = slices.Delete(n.Content, i, i+2)
+				return true
+			}
+			n, found = n.Content[i+1], true
+			break
+		}
+		if !found {
+			return false
 		}
 	}
 	return false

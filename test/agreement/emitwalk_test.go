@@ -64,21 +64,20 @@ func TestOutputWalkPassesWhatValidationAdmits(t *testing.T) {
 		t.Fatalf("the example ConfigMap: %v", err)
 	}
 	docs = append(docs, doc{[]byte(cm.Data[document.DataKey]), "deploy/examples/global-config.yaml"})
-	n := 500
-	if s := os.Getenv("GLOBALCONFIG_AGREEMENT_DOCS"); s != "" {
-		if n, err = strconv.Atoi(s); err != nil {
+	perItem := docsPerItem
+	if s := os.Getenv("GLOBALCONFIG_AGREEMENT_PER_ITEM"); s != "" {
+		if perItem, err = strconv.Atoi(s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	g := newGenerator(1, seeds)
-	for range n {
-		gen := g.document()
+	for _, gen := range g.documents(perItem) {
 		docs = append(docs, doc{gen.src, strings.Join(gen.how, "; ")})
 	}
 	// And host and method lists as users write them, long ones too.
 	for _, name := range g.listItems() {
-		for range 100 {
-			gen := g.listDocument(name)
+		for i := range 100 {
+			gen := g.listDocument(name, i)
 			docs = append(docs, doc{gen.src, strings.Join(gen.how, "; ")})
 		}
 	}
@@ -196,8 +195,8 @@ func TestHostAndMethodListsAgreeWithEnvoy(t *testing.T) {
 	g := newGenerator(41, seeds)
 	o := &outcome{skipped: map[string]int{}, deliberate: map[string]int{}}
 	for _, name := range g.listItems() {
-		for range 20 {
-			if err := o.check(ctx, bins, g.listDocument(name)); err != nil {
+		for i := range 20 {
+			if err := o.check(ctx, bins, g.listDocument(name, i)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -15,9 +15,8 @@ func FuzzEnvoyAgreement(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	g := newGenerator(7, seeds)
-	for range 40 {
-		f.Add(g.document().src)
+	for _, gen := range newGenerator(7, seeds).documents(2) {
+		f.Add(gen.src)
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		if len(src) > 1<<16 {

@@ -2,13 +2,16 @@ package agreement
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -138,21 +141,45 @@ func loadSeeds() (map[string][]seed, error) {
 	return out, nil
 }
 
-// generator makes documents.
+// generator makes documents. Each document has a random stream of its
+// own, keyed by the run's seed, its item and its number: an item's
+// documents are the same whatever else the registry holds, so a new item
+// adds its own documents and changes no other item's sample (but for the
+// documents it becomes the partner of: see partner).
 type generator struct {
-	rng    *rand.Rand
+	seed   uint64
+	rng    *rand.Rand // the stream of the document being made
 	seeds  map[string][]seed
 	leaves map[string][]leaf
 	names  []string
 }
 
 func newGenerator(seed uint64, seeds map[string][]seed) *generator {
-	g := &generator{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seeds: seeds, leaves: map[string][]leaf{}}
+	g := &generator{seed: seed, seeds: seeds, leaves: map[string][]leaf{}}
 	for _, r := range items.All() {
 		g.names = append(g.names, r.Name)
 		g.leaves[r.Name] = leavesOf(r)
 	}
 	return g
+}
+
+// key hashes the run's seed and parts into one stream key.
+func (g *generator) key(parts ...string) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d", g.seed)
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return h.Sum64()
+}
+
+// stream is g drawing from the stream of parts alone.
+func (g *generator) stream(parts ...string) *generator {
+	c := *g
+	k := g.key(parts...)
+	c.rng = rand.New(rand.NewPCG(k, k^0x9e3779b97f4a7c15))
+	return &c
 }
 
 // generated is one document and how it was made.
@@ -162,28 +189,38 @@ type generated struct {
 	item string   // the item mutated
 }
 
-// document makes one document: a seed of a random item, mutated once or
-// twice, sometimes beside a second item's seed (what items do together),
-// sometimes under another target context.
-func (g *generator) document() generated {
-	name := g.names[g.rng.IntN(len(g.names))]
-	s := g.pick(name)
+// documents makes perItem documents of each registered item.
+func (g *generator) documents(perItem int) []generated {
+	var out []generated
+	for _, name := range g.names {
+		for i := range perItem {
+			out = append(out, g.document(name, i))
+		}
+	}
+	return out
+}
+
+// document makes item name's i-th document: one of its seeds, mutated
+// once or twice, sometimes beside a second item's seed (what items do
+// together), sometimes under another target context.
+func (g *generator) document(name string, i int) generated {
+	d := g.stream("document", name, strconv.Itoa(i))
+	s := d.pick(name)
 	doc := clone(s.doc)
 	gen := generated{item: name, how: []string{"seed " + name + "/" + s.file}}
-	for range 1 + g.rng.IntN(2) {
-		gen.how = append(gen.how, g.mutate(doc, name))
+	for range 1 + d.rng.IntN(2) {
+		gen.how = append(gen.how, d.mutate(doc, name))
 	}
-	if g.rng.IntN(3) == 0 {
-		other := g.names[g.rng.IntN(len(g.names))]
-		if other != name {
-			o := g.pick(other)
+	if d.rng.IntN(3) == 0 {
+		if other := g.partner(name, i); other != "" {
+			o := g.stream("partner", name, strconv.Itoa(i), other).pick(other)
 			if merge(doc, o.doc, other) {
 				gen.how = append(gen.how, "beside "+other+"/"+o.file)
 			}
 		}
 	}
-	if g.rng.IntN(4) == 0 {
-		ctx := []string{"GATEWAY", "SIDECAR_INBOUND", "SIDECAR_OUTBOUND", "ANY"}[g.rng.IntN(4)]
+	if d.rng.IntN(4) == 0 {
+		ctx := []string{"GATEWAY", "SIDECAR_INBOUND", "SIDECAR_OUTBOUND", "ANY"}[d.rng.IntN(4)]
 		setTarget(doc, ctx)
 		gen.how = append(gen.how, "target.context "+ctx)
 	}
@@ -193,6 +230,24 @@ func (g *generator) document() generated {
 	}
 	gen.src = out
 	return gen
+}
+
+// partner is the item beside item name's i-th document, when it has one:
+// of the other items, the one whose hash with the document is least
+// (rendezvous hashing). A new item takes over only the documents it
+// hashes least for, about one in as many items as there are; every other
+// document keeps its partner.
+func (g *generator) partner(name string, i int) string {
+	best, least := "", uint64(math.MaxUint64)
+	for _, other := range g.names {
+		if other == name {
+			continue
+		}
+		if h := g.key("partner", name, strconv.Itoa(i), other); h <= least {
+			best, least = other, h
+		}
+	}
+	return best
 }
 
 func (g *generator) pick(name string) seed {
@@ -399,10 +454,11 @@ var (
 		"UNBIND", "CHECKOUT", "CHECKIN", "UPDATE", "LABEL", "MERGE", "ORDERPATCH", "MKACTIVITY", "VERSION-CONTROL", "BASELINE-CONTROL"}
 )
 
-// listDocument makes a document of one of item name's seeds with each of
+// listDocument makes item name's i-th list document: one of its seeds with each of
 // its host and method lists replaced by a generated list: what users
 // write in them, long ones included.
-func (g *generator) listDocument(name string) generated {
+func (g *generator) listDocument(name string, i int) generated {
+	g = g.stream("list", name, strconv.Itoa(i))
 	s := g.pick(name)
 	doc := clone(s.doc)
 	gen := generated{item: name, how: []string{"seed " + name + "/" + s.file}}
@@ -603,4 +659,52 @@ func setTarget(doc *yaml.Node, ctx string) {
 		return
 	}
 	t.Content = append(t.Content, str("context"), str(ctx))
+}
+
+// TestAnItemsDocumentsAreItsOwn: registering an item changes no other
+// item's generated documents, but for those it becomes the partner of. A
+// shared stream would reshuffle every sample each time an item arrives,
+// and a new item's author would meet refusals of other items' keys that
+// a new draw happened to reach. Each item in turn plays the new one: the
+// generator without it must make every other item's documents alike.
+func TestAnItemsDocumentsAreItsOwn(t *testing.T) {
+	seeds, err := loadSeeds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perItem = docsPerItem
+	full := newGenerator(1, seeds)
+	docs := map[string]generated{}
+	for _, name := range full.names {
+		for i := range perItem {
+			docs[fmt.Sprint(name, i)] = full.document(name, i)
+			docs[fmt.Sprint("list ", name, i)] = full.listDocument(name, i)
+		}
+	}
+	compared, partnered := 0, 0
+	for _, added := range full.names {
+		without := newGenerator(1, seeds)
+		without.names = slices.DeleteFunc(slices.Clone(without.names), func(n string) bool { return n == added })
+		for _, name := range without.names {
+			for i := range perItem {
+				before := without.document(name, i)
+				after := docs[fmt.Sprint(name, i)]
+				if slices.ContainsFunc(after.how, func(h string) bool { return strings.HasPrefix(h, "beside "+added+"/") }) {
+					partnered++
+					continue
+				}
+				compared++
+				if string(before.src) != string(after.src) {
+					t.Errorf("registering %s changes %s's document %d:\n  without it: %s\n  with it:    %s", added, name, i, strings.Join(before.how, "; "), strings.Join(after.how, "; "))
+				}
+				if l := without.listDocument(name, i); string(l.src) != string(docs[fmt.Sprint("list ", name, i)].src) {
+					t.Errorf("registering %s changes %s's list document %d", added, name, i)
+				}
+			}
+		}
+	}
+	t.Logf("%d items each in turn the new one: %d documents of the others unchanged, %d taken as its partner", len(full.names), compared, partnered)
+	if compared == 0 || partnered == 0 {
+		t.Errorf("compared %d documents, %d partnered: the test shows nothing", compared, partnered)
+	}
 }

@@ -24,11 +24,10 @@ func TestRefusalsReadAsSentences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newGenerator(7, seeds)
-	const n = 1500
+	docs := newGenerator(7, seeds).documents(60)
+	n := len(docs)
 	refused, bad := 0, 0
-	for range n {
-		gen := g.document()
+	for _, gen := range docs {
 		v := judge(gen.src)
 		if v.valid {
 			continue
