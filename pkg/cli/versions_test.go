@@ -71,6 +71,24 @@ func chainLine(t *testing.T) string {
 	return "  " + strings.Join(names, ", ") + "\n"
 }
 
+// validateTranscript is docs/cli.md's `validate` of the example, as the
+// command prints it (the list of EnvoyFilters cut after the first): the
+// counts and line numbers change as items arrive.
+func validateTranscript(t *testing.T) string {
+	t.Helper()
+	code, out, errs := run(t, "", "validate", "-f", example)
+	if code != cli.ExitOK {
+		t.Fatalf("validate of the example: exit %d: %s", code, errs)
+	}
+	first, rest, _ := strings.Cut(out, "\n")
+	if open := strings.Index(first, "("); open > 0 && strings.HasSuffix(first, ")") {
+		if i := strings.Index(first[open:], ", "); i > 0 {
+			first = first[:open+i] + ", …)"
+		}
+	}
+	return "```\n$ globalconfig validate -f deploy/examples/global-config.yaml\n" + first + "\n" + rest + strings.ReplaceAll(errs, "../../", "") + "```\n"
+}
+
 // The generated parts of the docs come from envoyfilter.Releases and the
 // items' registrations: go test ./pkg/cli -update (make docs) rewrites
 // them, so a new item shows in every list and table by itself.
@@ -90,6 +108,9 @@ func TestGeneratedDocs(t *testing.T) {
 		}},
 		{"../../README.md", []struct{ marker, body string }{
 			{"items", items.ItemList()},
+		}},
+		{"../../docs/cli.md", []struct{ marker, body string }{
+			{"validate example", validateTranscript(t)},
 		}},
 	} {
 		data, err := os.ReadFile(file.path)
