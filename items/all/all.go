@@ -18,6 +18,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/gzip"
 	_ "github.com/globalconfig/globalconfig/items/hardening"
 	_ "github.com/globalconfig/globalconfig/items/headers"
+	_ "github.com/globalconfig/globalconfig/items/healthcheck"
 	_ "github.com/globalconfig/globalconfig/items/ipaccess"
 	_ "github.com/globalconfig/globalconfig/items/loadshedding"
 	_ "github.com/globalconfig/globalconfig/items/localratelimit"
