@@ -91,23 +91,20 @@ var (
 	StageObservability = Stage{Name: "observability", Priority: 30, Insert: beforeRouter, Width: 10}
 	// StageTrafficPolicy: filters that refuse requests themselves (access
 	// by address, authorization by an auth service, rate limits, body
-	// size). At the front of the chain, behind only the compressors: a
-	// request they refuse never reaches Istio's authentication,
-	// authorization, WasmPlugins or the router, and costs nothing there.
-	// In slot order: error pages (0) see every reply; the address lists
-	// (2) refuse before anything costs a call; the auth service (3) before
-	// the rate limits (4, 5), which may key on what it sets; the body
-	// buffer (7) last, so a request over a limit is refused before its
-	// body is buffered; load shedding (9) behind every refusal, so it
-	// measures the services alone. Slots 10 to 19 are free: they stand
-	// after all of these, closer to the router, where a filter that shapes
-	// what the policy filters let through goes (a bandwidth limit).
+	// size), and after them, in the later slots, filters that shape or
+	// measure what those let through. At the front of the chain, behind
+	// only StageCompression's filters: a request they refuse never
+	// reaches Istio's authentication, authorization, WasmPlugins or the
+	// router, and costs nothing there. Each item's registration says why
+	// its slot (`globalconfig items`, docs/reference.md's stage table).
 	StageTrafficPolicy = Stage{Name: "trafficPolicy", Priority: 40, Insert: first, Width: 20}
-	// StageCompression: response compressors. At the very front of the
-	// chain (applied last of the inserting stages), so they see each
+	// StageCompression: the very front of the chain (applied last of the
+	// inserting stages). The response compressors first, so they see each
 	// response last: after every other filter, WasmPlugins and Istio's
 	// own included, has read or changed the body, and after local replies
-	// (429, 413) were made. Nothing after them sees a compressed body.
+	// (429, 413) were made; nothing after them sees a compressed body.
+	// Then, in the later slots, a filter that answers requests no policy
+	// filter may refuse or slow (the load balancers' health checks).
 	StageCompression = Stage{Name: "compression", Priority: 60, Insert: first, Width: 10}
 )
 

@@ -117,7 +117,7 @@ func init() {
 		Summary:          "Custom error pages by status (ingress-nginx custom-http-errors): bodies for Envoy's own replies, and replacements of error responses.",
 		Stage:            envoyfilter.StageTrafficPolicy,
 		Slot:             0,
-		Purpose:          "replaces error responses; first, so its pages are still compressed and it sees every reply",
+		Purpose:          "replaces error responses; first of the policy filters, so its pages are still compressed and it sees the replies of every filter behind it and of the services",
 		Where:            "a connection manager merge and an HTTP filter; outbound, the pages replace Envoy's replies to the workload's own requests (`no healthy upstream`)",
 		EnabledByDefault: true,
 		New:              func() items.Item { return &CustomErrors{} },

@@ -60,3 +60,51 @@ func TestFirstCheckSlowThenCached(t *testing.T) {
 	}
 	t.Fatalf("Envoy %s: in %d attempts, the check right after the first was never answered from the cache", envoy, attempts)
 }
+
+// A declared goTest (testdata/traffic.yaml, example.in.yaml: the gateway
+// answers /healthz/gateway itself): once the gateway fails its health
+// checks (Envoy's admin POST /healthcheck/fail, what a draining proxy
+// does), the health path answers 503, still from the gateway, while other
+// paths still reach the service; POST /healthcheck/ok brings the 200 back.
+// The gateway serves the cases after this one, so the cleanup sets it ok
+// whatever happens. Skipped outside test/proxy's runner.
+func TestDrainingGatewayAnswers503(t *testing.T) {
+	url, envoy := declared.Proxy(t)
+	admin := declared.Admin(t)
+	c := &http.Client{Timeout: 10 * time.Second}
+	post := func(path string) {
+		t.Helper()
+		resp, err := c.Post(admin+path, "text/plain", nil)
+		if err != nil {
+			t.Fatalf("Envoy %s admin POST %s: %v", envoy, path, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("Envoy %s admin POST %s: %s", envoy, path, resp.Status)
+		}
+	}
+	get := func(path string) (status int, fromBackend bool) {
+		t.Helper()
+		resp, err := c.Get(url + path)
+		if err != nil {
+			t.Fatalf("Envoy %s, GET %s: %v", envoy, path, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("x-backend") != ""
+	}
+	want := func(when, path string, status int, fromBackend bool) {
+		t.Helper()
+		if s, b := get(path); s != status || b != fromBackend {
+			t.Errorf("Envoy %s, %s: GET %s answered %d (from the backend: %v), want %d (from the backend: %v)", envoy, when, path, s, b, status, fromBackend)
+		}
+	}
+	want("running", "/healthz/gateway", http.StatusOK, false)
+	t.Cleanup(func() { post("/healthcheck/ok") })
+	post("/healthcheck/fail")
+	want("draining", "/healthz/gateway", http.StatusServiceUnavailable, false)
+	want("draining", "/echo", http.StatusOK, true)
+	post("/healthcheck/ok")
+	want("running again", "/healthz/gateway", http.StatusOK, false)
+}

@@ -68,7 +68,8 @@ type testEvent struct {
 
 // run runs the test function name of the binary's package at g, as go
 // test -count=1 -run '^name$' -json would, with the gateway's base URL and
-// Envoy release in declared.EnvProxyURL and declared.EnvProxyEnvoy. It
+// Envoy release in declared.EnvProxyURL and declared.EnvProxyEnvoy, and its
+// admin in declared.EnvProxyAdmin. It
 // returns nil only when that test ran and passed: a skip, a test that
 // never ran (no test of that name) and a failure are refused, with the
 // test's output. took is how long the run took.
@@ -78,7 +79,8 @@ func (b *goTestBinary) run(ctx context.Context, name string, g *gw) (took time.D
 	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", "-t", b.path,
 		"-test.v=test2json", "-test.count=1", "-test.timeout="+goTestTimeout.String(), "-test.run=^"+name+"$")
 	cmd.Dir = b.pkgDir
-	cmd.Env = append(os.Environ(), declared.EnvProxyURL+"="+g.url(""), declared.EnvProxyEnvoy+"="+g.Binary.Version)
+	cmd.Env = append(os.Environ(), declared.EnvProxyURL+"="+g.url(""), declared.EnvProxyEnvoy+"="+g.Binary.Version,
+		declared.EnvProxyAdmin+"=http://"+g.AdminAddr)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

@@ -61,8 +61,8 @@ type trafficExpect struct {
 	// response headers that must not be there.
 	Headers map[string]string `json:"headers"`
 	Absent  []string          `json:"absent"`
-	// MaxBodyBytes bounds the response body as it arrived.
-	MaxBodyBytes int `json:"maxBodyBytes"`
+	// MaxBodyBytes bounds the response body as it arrived (0: no body).
+	MaxBodyBytes *int `json:"maxBodyBytes"`
 	// Upstream are request headers the backend must have seen, and
 	// UpstreamAbsent those it must not (the request goes to /echo).
 	Upstream       map[string]string `json:"upstream"`
@@ -414,8 +414,8 @@ func checkResponse(e trafficExpect, resp *response) []string {
 			out = append(out, fmt.Sprintf("response header %s is there: %q", k, resp.header.Get(k)))
 		}
 	}
-	if e.MaxBodyBytes > 0 && len(resp.body) > e.MaxBodyBytes {
-		out = append(out, fmt.Sprintf("body of %d bytes, want at most %d", len(resp.body), e.MaxBodyBytes))
+	if n := e.MaxBodyBytes; n != nil && len(resp.body) > *n {
+		out = append(out, fmt.Sprintf("body of %d bytes, want at most %d", len(resp.body), *n))
 	}
 	stamped := resp.header.Get(harness.BackendHeader) == harness.BackendName
 	switch {

@@ -19,6 +19,9 @@ const (
 	EnvProxyURL = "GLOBALCONFIG_PROXY_URL"
 	// EnvProxyEnvoy is that gateway's Envoy release, such as 1.40.0.
 	EnvProxyEnvoy = "GLOBALCONFIG_PROXY_ENVOY"
+	// EnvProxyAdmin is that gateway's Envoy admin base URL, such as
+	// http://127.0.0.1:40123.
+	EnvProxyAdmin = "GLOBALCONFIG_PROXY_ADMIN"
 )
 
 // Proxy returns the gateway a declared Go test runs against: its
@@ -32,4 +35,19 @@ func Proxy(t testing.TB) (url, envoy string) {
 		t.Skipf("a declared goTest: it runs at a real gateway only from test/proxy's TestDeclaredTraffic, which sets %s and %s", EnvProxyURL, EnvProxyEnvoy)
 	}
 	return url, envoy
+}
+
+// Admin returns the Envoy admin base URL of the gateway a declared Go test
+// runs against, to read its stats or change its state (POST
+// /healthcheck/fail). The gateway serves the cases after this one: a test
+// that changes its state undoes that in t.Cleanup. Skipped outside
+// test/proxy's runner, as Proxy is.
+func Admin(t testing.TB) string {
+	t.Helper()
+	Proxy(t)
+	admin := os.Getenv(EnvProxyAdmin)
+	if admin == "" {
+		t.Skipf("a declared goTest: %s is unset", EnvProxyAdmin)
+	}
+	return admin
 }
