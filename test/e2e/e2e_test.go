@@ -15,6 +15,7 @@ import (
 
 	"github.com/globalconfig/globalconfig/envoyfilter"
 	"github.com/globalconfig/globalconfig/pkg/document"
+	"github.com/globalconfig/globalconfig/pkg/envoycheck"
 	"github.com/globalconfig/globalconfig/pkg/render"
 	"github.com/globalconfig/globalconfig/test/harness"
 	"github.com/globalconfig/globalconfig/test/xds"
@@ -200,16 +201,33 @@ func TestControllerEffects(t *testing.T) {
 		names = append(names, f.GetName())
 	}
 	chain := strings.Join(names, ",")
-	// The table in envoyfilter/priority.go: the compressors at the very
-	// front (they see each response last), then the filters that refuse
-	// requests in their slots' order, before all of Istio's own.
-	head := "envoy.filters.http.compressor.brotli,envoy.filters.http.compressor.gzip,envoy.filters.http.compressor.zstd," +
-		"globalconfig.basic_auth.strip,globalconfig.basic_auth.scope,globalconfig.basic_auth," +
-		"globalconfig.ip_access,globalconfig.ext_auth.strip,globalconfig.ext_auth.scope,globalconfig.ext_auth," +
-		"envoy.filters.http.local_ratelimit,envoy.filters.http.ratelimit,globalconfig.ext_proc,envoy.filters.http.buffer," +
-		"globalconfig.csrf.scope,globalconfig.csrf,envoy.filters.http.admission_control,envoy.filters.http.adaptive_concurrency,"
-	if !strings.HasPrefix(chain, head) || !strings.HasSuffix(chain, ","+envoyfilter.Router) {
-		t.Errorf("HTTP filter chain %s: want it to start %s and end with the router", chain, head)
+	// The chain envoycheck.HTTPChain predicts from the patches, as istiod
+	// applies them: the filters inserted at the front (the compressors,
+	// then the filters that refuse requests, in their slots' order) ahead
+	// of all of Istio's own, the ones inserted before the router after
+	// them. Predicted, not listed here, so a new item changes nothing.
+	want, err := envoycheck.HTTPChain(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var front, back []string
+	istio := false
+	for _, f := range want {
+		switch {
+		case f.Name == envoycheck.IstioFilters:
+			istio = true
+		case istio:
+			back = append(back, f.Name)
+		default:
+			front = append(front, f.Name)
+		}
+	}
+	if len(front) < 3 || len(back) == 0 || back[len(back)-1] != envoyfilter.Router {
+		t.Fatalf("the predicted chain %v has no front or no router: the prediction is broken", want)
+	}
+	head, tail := strings.Join(front, ",")+",", ","+strings.Join(back, ",")
+	if !strings.HasPrefix(chain, head) || !strings.HasSuffix(chain, tail) || len(chain) <= len(head)+len(tail) {
+		t.Errorf("HTTP filter chain %s: want it to start %s, then Istio's own filters, and end %s", chain, head, tail)
 	}
 	if got := hcm.GetTracing().GetRandomSampling().GetValue(); got != 10 {
 		t.Errorf("tracing sampling %v, want 10 (the document's)", got)
