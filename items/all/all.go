@@ -6,6 +6,7 @@ import (
 	_ "github.com/globalconfig/globalconfig/items/bandwidthlimit"
 	_ "github.com/globalconfig/globalconfig/items/basicauth"
 	_ "github.com/globalconfig/globalconfig/items/brotli"
+	_ "github.com/globalconfig/globalconfig/items/cdnloop"
 	_ "github.com/globalconfig/globalconfig/items/clientip"
 	_ "github.com/globalconfig/globalconfig/items/cors"
 	_ "github.com/globalconfig/globalconfig/items/csrf"
