@@ -103,8 +103,9 @@ var (
 	// response last: after every other filter, WasmPlugins and Istio's
 	// own included, has read or changed the body, and after local replies
 	// (429, 413) were made; nothing after them sees a compressed body.
-	// Then, in the later slots, a filter that answers requests no policy
-	// filter may refuse or slow (the load balancers' health checks).
+	// Then, in the later slots, filters that answer or cut requests before
+	// any policy filter may refuse, buffer or slow them (the load
+	// balancers' health checks, loop detection).
 	StageCompression = Stage{Name: "compression", Priority: 60, Insert: first, Width: 10}
 )
 

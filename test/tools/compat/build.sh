@@ -175,6 +175,14 @@ OUTDIR=$(cd "$OUTDIR" && pwd)
 bin=$OUTDIR/envoy-compat-$VERSION
 src=$OUTDIR/src-$VERSION
 
+# Two builds of one release at once (two `make test-one` in two shells, or
+# two checkouts) share src-VERSION and the temporary names: take turns. The
+# second then finds the binary up to date.
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$OUTDIR/.build-$VERSION.lock"
+	flock 9
+fi
+
 rm -rf "$src"
 mkdir -p "$src"
 cp "$here/main.go" "$moddir/go.mod" "$moddir/go.sum" "$src/"
