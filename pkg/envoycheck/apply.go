@@ -1,6 +1,7 @@
 package envoycheck
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -297,12 +298,35 @@ func localUsers(typed *anypb.Any) (out *anypb.Any, changed bool, err error) {
 		return nil, false, fmt.Errorf("a stand-in for a mounted htpasswd file: %w", err)
 	}
 	standIn := filepath.Join(dir, "htpasswd")
-	if err := os.WriteFile(standIn, []byte(standInUsers), 0o600); err != nil {
+	if err := writeStandIn(standIn, []byte(standInUsers)); err != nil {
 		return nil, false, fmt.Errorf("a stand-in for a mounted htpasswd file: %w", err)
 	}
 	b.Users = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: standIn}}
 	out, err = anypb.New(b)
 	return out, err == nil, err
+}
+
+// writeStandIn makes path hold data. Checks run at once (the webhook's,
+// test/agreement's workers) share the file while their Envoys read it, so
+// it is never truncated in place: a file that holds data already is left
+// alone, and another is replaced whole by a rename.
+func writeStandIn(path string, data []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".stand-in-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // localPath is where the check has Envoy open a proxy's file: a file
