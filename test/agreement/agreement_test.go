@@ -311,7 +311,7 @@ func reached(v verdict, p *fielderr.Error) bool {
 	}
 	strs := stringsAt(v.doc, p.Path)
 	if strs == nil {
-		return changesWithout(v, p.Path)
+		return changesWithOther(v, p.Path)
 	}
 	var all strings.Builder
 	for _, o := range v.objs {
@@ -333,12 +333,15 @@ func reached(v verdict, p *fielderr.Error) bool {
 	return false
 }
 
-// changesWithout reports whether the document renders to another set
-// without the key at path (true when that can't be told: the key isn't
-// found, or the document without it doesn't build).
-func changesWithout(v verdict, path string) (changed bool) {
+// changesWithOther reports whether the document renders to another set
+// with another value at path (true when that can't be told: the key isn't
+// found, or the document doesn't build then). The other value is near the
+// refused one (a number plus one, a bool flipped, a duration a second
+// longer), not the key taken out: a refused value equal to the default
+// would render as if it were absent, and hide a refusal of the default.
+func changesWithOther(v verdict, path string) (changed bool) {
 	var root yaml.Node
-	if v.src == nil || yaml.Unmarshal(v.src, &root) != nil || len(root.Content) != 1 || !deleteAt(root.Content[0], path) {
+	if v.src == nil || yaml.Unmarshal(v.src, &root) != nil || len(root.Content) != 1 || !alterAt(root.Content[0], path) {
 		return true
 	}
 	src, err := yaml.Marshal(&root)
@@ -363,9 +366,30 @@ func changesWithout(v verdict, path string) (changed bool) {
 	return err1 != nil || err2 != nil || string(before) != string(after)
 }
 
-// deleteAt removes the key (or list element) at path from n, a
-// document's mapping; false when path names nothing there.
-func deleteAt(n *yaml.Node, path string) bool {
+// other is a scalar value near n's: false when n is none of a number, a
+// bool or a duration.
+func other(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode {
+		return false
+	}
+	if f, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		n.Value, n.Tag, n.Style = strconv.FormatFloat(f+1, 'f', -1, 64), "", 0
+		return true
+	}
+	if b, err := strconv.ParseBool(n.Value); err == nil {
+		n.Value, n.Tag, n.Style = strconv.FormatBool(!b), "", 0
+		return true
+	}
+	if d, err := time.ParseDuration(n.Value); err == nil {
+		n.Value = (d + time.Second).String()
+		return true
+	}
+	return false
+}
+
+// alterAt sets the scalar at path in n, a document's mapping, to a value
+// near it (other); false when path names no such scalar there.
+func alterAt(n *yaml.Node, path string) bool {
 	for path != "" {
 		m := pathSegment.FindStringSubmatch(path)
 		if m == nil {
@@ -379,8 +403,7 @@ func deleteAt(n *yaml.Node, path string) bool {
 				return false
 			}
 			if last {
-				n.Content = slices.Delete(n.Content, i, i+1)
-				return true
+				return other(n.Content[i])
 			}
 			n = n.Content[i]
 			continue
@@ -398,8 +421,7 @@ func deleteAt(n *yaml.Node, path string) bool {
 				continue
 			}
 			if last {
-				n.Content = slices.Delete(n.Content, i, i+2)
-				return true
+				return other(n.Content[i+1])
 			}
 			n, found = n.Content[i+1], true
 			break
