@@ -99,26 +99,26 @@ func judge(src []byte) verdict {
 		return verdict{valid: true, objs: res.Objects}
 	}
 	v := verdict{problems: res.Problems, src: src}
+	v.doc, v.objs, v.skipped = unvalidated(src)
+	return v
+}
+
+// unvalidated is what src renders to without validation, as Envoy would
+// get it from Build alone; skipped says why there is nothing.
+func unvalidated(src []byte) (doc *document.Document, objs []*envoyfilter.Object, skipped string) {
 	doc, err := document.Unvalidated().Parse(src)
 	if err != nil {
-		v.skipped = "does not decode"
-		return v
+		return nil, nil, "does not decode"
 	}
-	v.doc = doc
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				v.skipped = fmt.Sprintf("an item's Build panics on what its Validate refuses: %v", r)
-			}
-		}()
-		objs, err := render.Desired(doc)
-		if err != nil {
-			v.skipped = "its patches break Envoy's proto rules, or an item can't build it"
-			return
+	defer func() {
+		if r := recover(); r != nil {
+			objs, skipped = nil, fmt.Sprintf("an item's Build panics on what its Validate refuses: %v", r)
 		}
-		v.objs = objs
 	}()
-	return v
+	if objs, err = render.Desired(doc); err != nil {
+		return doc, nil, "its patches break Envoy's proto rules, or an item can't build it"
+	}
+	return doc, objs, ""
 }
 
 // envoys are the real Envoys of `make test`, or a skip.
@@ -339,7 +339,7 @@ func reached(v verdict, p *fielderr.Error) bool {
 // refused one (a number plus one, a bool flipped, a duration a second
 // longer), not the key taken out: a refused value equal to the default
 // would render as if it were absent, and hide a refusal of the default.
-func changesWithOther(v verdict, path string) (changed bool) {
+func changesWithOther(v verdict, path string) bool {
 	var root yaml.Node
 	if v.src == nil || yaml.Unmarshal(v.src, &root) != nil || len(root.Content) != 1 || !alterAt(root.Content[0], path) {
 		return true
@@ -348,17 +348,8 @@ func changesWithOther(v verdict, path string) (changed bool) {
 	if err != nil {
 		return true
 	}
-	doc, err := document.Unvalidated().Parse(src)
-	if err != nil {
-		return true
-	}
-	defer func() {
-		if recover() != nil {
-			changed = true
-		}
-	}()
-	objs, err := render.Desired(doc)
-	if err != nil {
+	_, objs, skipped := unvalidated(src)
+	if skipped != "" {
 		return true
 	}
 	before, err1 := json.Marshal(v.objs)
